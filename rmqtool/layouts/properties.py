@@ -1,0 +1,73 @@
+"""The properties string of a CommitLog record (formats.md §2.7).
+
+`name \\x01 value \\x02` per entry, UTF-8. Decoding follows
+`MessageDecoder.string2messageProperties`: split on \\x02, split each segment of 3+ chars at the
+first \\x01, drop segments with an empty key or value.
+"""
+
+from __future__ import annotations
+
+from rmqtool.layouts.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
+from rmqtool.layouts.javahash import hashmap_order
+
+# MessageConst keys used across the code base.
+KEYS = "KEYS"
+TAGS = "TAGS"
+WAIT = "WAIT"
+DELAY = "DELAY"
+RETRY_TOPIC = "RETRY_TOPIC"
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QID = "REAL_QID"
+TRAN_MSG = "TRAN_MSG"
+PGROUP = "PGROUP"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+UNIQ_KEY = "UNIQ_KEY"
+CLUSTER = "CLUSTER"
+MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+RECONSUME_TIME = "RECONSUME_TIME"
+SHARDING_KEY = "__SHARDINGKEY"
+TRANSACTION_ID = "__transactionId__"
+TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+MIN_OFFSET = "MIN_OFFSET"
+MAX_OFFSET = "MAX_OFFSET"
+TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+TIMER_DELAY_MS = "TIMER_DELAY_MS"
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+TIMER_OUT_MS = "TIMER_OUT_MS"
+TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
+DLQ_ORIGIN_MESSAGE_ID = "DLQ_ORIGIN_MESSAGE_ID"
+INNER_NUM = "INNER_NUM"
+INNER_BASE = "INNER_BASE"
+TRANSIENT_PREFIX = "__RMQ.TRANSIENT."
+
+
+def encode_properties(props: dict[str, str]) -> str:
+    """`messageProperties2String`: entries in the dict's order, values that are None skipped."""
+    return "".join(
+        f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items() if v is not None
+    )
+
+
+def decode_properties(text: str) -> dict[str, str]:
+    """`string2messageProperties`, including its silent drops."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    for seg in text.split(PROPERTY_SEPARATOR):
+        if len(seg) < 3:
+            continue
+        i = seg.find(NAME_VALUE_SEPARATOR)
+        if 0 < i < len(seg) - 1:
+            out[seg[:i]] = seg[i + 1 :]
+    return out
+
+
+def broker_order(props: dict[str, str], initial_capacity: int = 128) -> dict[str, str]:
+    """The map re-ordered as a 5.1.0+ broker stores it (`new HashMap<>(128)` in insertion order)."""
+    return {k: props[k] for k in hashmap_order(list(props), initial_capacity)}

@@ -1,0 +1,84 @@
+"""The hot-path struct codecs and the construct declarations agree on every value."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT, StoreCheckpoint, TimerCheckpoint
+from rmqtool.layouts.commitlog import CommitLogRecord, record_size
+from rmqtool.layouts.consumequeue import CQ_UNIT, CqUnit
+from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER, IndexEntry, IndexHeader
+from rmqtool.layouts.javahash import java_string_hash
+from rmqtool.layouts.message import MessageExt, decode_record, encode_record
+from rmqtool.layouts.net import Host
+from rmqtool.layouts.properties import decode_properties, encode_properties
+from rmqtool.layouts.timer import TIMER_SLOT, TIMERLOG_UNIT, TimerLogUnit, TimerSlot
+
+i32 = st.integers(-(2**31), 2**31 - 1)
+i64 = st.integers(-(2**63), 2**63 - 1)
+ipv4 = st.integers(0, 2**32 - 1).map(lambda v: str(ipaddress.IPv4Address(v)))
+ipv6 = st.integers(0, 2**128 - 1).map(lambda v: str(ipaddress.IPv6Address(v)))
+hosts = st.builds(Host, st.one_of(ipv4, ipv6), st.integers(0, 65535))
+prop_text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)),
+                    min_size=1, max_size=20)
+
+
+@given(st.lists(i64, min_size=1, max_size=1).flatmap(lambda _: st.tuples(i64, i32, i64)))
+def test_cq_unit(v):
+    assert CQ_UNIT.pack(*v) == CqUnit.build(dict(zip(("commitLogOffset", "size", "tagsCode"), v, strict=False)))
+
+
+@given(st.tuples(i32, i64, i32, i64, i32, i64, i32, i32, i64))
+def test_timerlog_unit(v):
+    names = [sc.name for sc in TimerLogUnit.subcons]
+    assert TIMERLOG_UNIT.pack(*v) == TimerLogUnit.build(dict(zip(names, v, strict=False)))
+
+
+@given(st.tuples(i64, i64, i64, i32, i32))
+def test_slot(v):
+    assert TIMER_SLOT.pack(*v) == TimerSlot.build(dict(zip([s.name for s in TimerSlot.subcons], v, strict=False)))
+
+
+@given(st.tuples(i64, i64, i64, i64, i32, i32), st.tuples(i32, i64, i32, i32))
+def test_index(h, e):
+    assert INDEX_HEADER.pack(*h) == IndexHeader.build(dict(zip([s.name for s in IndexHeader.subcons], h, strict=False)))
+    assert INDEX_ENTRY.pack(*e) == IndexEntry.build(dict(zip([s.name for s in IndexEntry.subcons], e, strict=False)))
+
+
+@given(st.tuples(*[i64] * 5), st.tuples(*[i64] * 7))
+def test_checkpoints(a, b):
+    assert STORE_CHECKPOINT.pack(*a) == StoreCheckpoint.build(dict(zip([s.name for s in StoreCheckpoint.subcons], a, strict=False)))
+    assert TIMER_CHECKPOINT.pack(*b) == TimerCheckpoint.build(dict(zip([s.name for s in TimerCheckpoint.subcons], b, strict=False)))
+
+
+@settings(max_examples=200)
+@given(
+    topic=st.text(min_size=1, max_size=200).filter(lambda t: len(t.encode()) <= 255 and "\x00" not in t),
+    body=st.binary(max_size=300),
+    props=st.dictionaries(prop_text, prop_text, max_size=6),
+    born=hosts, store=hosts, ints=st.tuples(i32, i32, i64, i64, i32, i64, i64, i32, i64),
+)
+def test_record_codec_matches_construct(topic, body, props, born, store, ints):
+    qid, flag, qoff, phys, sysflag, born_ts, store_ts, recons, prep = ints
+    m = MessageExt(topic=topic, body=body, queue_id=qid, flag=flag, properties=props, sys_flag=sysflag & ~0x30,
+                   born_timestamp=born_ts, born_host=born, store_timestamp=store_ts, store_host=store,
+                   reconsume_times=recons, prepared_transaction_offset=prep, queue_offset=qoff,
+                   commit_log_offset=phys)
+    raw = encode_record(m)
+    parsed = CommitLogRecord.parse(raw)
+    assert CommitLogRecord.build(parsed) == raw
+    assert parsed.totalSize == len(raw) == record_size(len(body), len(topic.encode()), parsed.propertiesLength,
+                                                       born.is_v6, store.is_v6, len(topic.encode()) > 127)
+    assert parsed.topic.decode() == topic and parsed.body == body
+    back = decode_record(raw)
+    assert (back.topic, back.body, back.born_host, back.store_host) == (topic, body, born, store)
+    assert back.properties == decode_properties(encode_properties(props))
+
+
+@given(st.text(max_size=30))
+def test_java_hash_is_int32(s):
+    h = java_string_hash(s)
+    assert -(2**31) <= h < 2**31
