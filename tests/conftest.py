@@ -1,0 +1,35 @@
+"""Shared test helpers: run the real `rmqtool` command as a subprocess of this checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rmqtool_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment in which `python -m rmqtool` imports this checkout's code."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("NAMESRV_ADDR", None)
+    env.pop("RMQ_STORE", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_rmqtool(*args: str, input: bytes | str | None = None, timeout: float = 60,
+                env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run `python -m rmqtool ARGS` and capture its output (bytes unless input is str)."""
+    return subprocess.run([sys.executable, "-m", "rmqtool", *args], input=input, capture_output=True,
+                          timeout=timeout, env=rmqtool_env(env), text=isinstance(input, str))
+
+
+@pytest.fixture
+def rmq():
+    return run_rmqtool
