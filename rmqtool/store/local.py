@@ -39,6 +39,7 @@ from rmqtool.validators import check_group, check_message, check_topic
 DLQ_NUMS_PER_GROUP = 1
 SUB_ALL = "*"
 CLEAN_RESOURCE_INTERVAL_MS = 10_000  # MessageStoreConfig.cleanResourceInterval
+CLEAN_INITIAL_DELAY_MS = 60_000  # DefaultMessageStore.addScheduleTask: first clean 1 min after start
 
 
 # -- services ----------------------------------------------------------------------------------
@@ -64,13 +65,15 @@ class PeriodicService:
     """A `Service` that calls `fn(now_ms)` every `interval_ms` on a thread, or on demand via run_due."""
 
     def __init__(self, name: str, fn: Callable[[int], int | None], interval_ms: int,
-                 clock: Callable[[], int] | None = None, *, min_gap_ms: int = 0) -> None:
+                 clock: Callable[[], int] | None = None, *, min_gap_ms: int = 0,
+                 initial_delay_ms: int | None = None) -> None:
         self.name = name
         self._fn = fn
         self.interval_ms = interval_ms
         self._clock = clock or (lambda: int(time.time() * 1000))
         self._min_gap_ms = min_gap_ms
-        self._last = -(1 << 62)
+        # run_due does nothing before `initial_delay_ms` has passed since creation
+        self._last = -(1 << 62) if initial_delay_ms is None else self._clock() + initial_delay_ms - min_gap_ms
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -199,7 +202,8 @@ class LocalBroker:
         self._closed = False
         if not read_only:
             self.services.append(PeriodicService("clean-expired", self._clean_expired, CLEAN_RESOURCE_INTERVAL_MS,
-                                                 self.clock, min_gap_ms=CLEAN_RESOURCE_INTERVAL_MS))
+                                                 self.clock, min_gap_ms=CLEAN_RESOURCE_INTERVAL_MS,
+                                                 initial_delay_ms=CLEAN_INITIAL_DELAY_MS))
             if attach_services:
                 for factory in [*_plugin_factories(), *SERVICE_FACTORIES]:
                     got = factory(self)
@@ -282,20 +286,27 @@ class LocalBroker:
             msg.topic = dlq
             msg.queue_id = self._random.randrange(DLQ_NUMS_PER_GROUP)
 
+    def write_queue_nums(self, topic: str) -> int:
+        """The topic's queue count, or the count a first send would create it with."""
+        tc = self.topics.select(topic)
+        if tc is not None:
+            return tc.write_queue_nums
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return 1
+        tbw = self.topics.select(AUTO_CREATE_TOPIC_KEY)
+        return min(self.topics.default_topic_queue_nums, tbw.write_queue_nums if tbw else 0)
+
     def check(self, msg: MessageExt) -> None:
         """Everything that can refuse a message without writing (used before `send`)."""
         check_message(msg, self.config.max_message_size)
         tc = self.topics.select(msg.topic)
-        if tc is not None:
-            queue_nums = max(tc.write_queue_nums, tc.read_queue_nums)
-        elif msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            queue_nums = 1
-        else:
-            tbw = self.topics.select(AUTO_CREATE_TOPIC_KEY)
-            queue_nums = min(self.topics.default_topic_queue_nums, tbw.write_queue_nums if tbw else 0)
+        queue_nums = max(tc.write_queue_nums, tc.read_queue_nums) if tc else self.write_queue_nums(msg.topic)
         if msg.queue_id >= queue_nums:
             raise InvalidMessage(f"request queueId[{msg.queue_id}] is illegal, topic {msg.topic} has "
                                  f"{queue_nums} queues")
+        if tc is None and not self.topics.auto_create_topic_enable and not msg.topic.startswith(
+                RETRY_GROUP_TOPIC_PREFIX):
+            raise InvalidTopic(f"topic[{msg.topic}] not exist, apply first please! (autoCreateTopicEnable is off)")
 
     def send(self, msg: MessageExt) -> Any:
         """Store one client message as a 5.x broker would; returns the store's PutResult."""

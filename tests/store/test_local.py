@@ -8,13 +8,18 @@ from rmqtool.errors import InvalidMessage, InvalidTopic
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.properties import broker_order
 from rmqtool.store.local import LocalBroker, SubscriptionData, select_queue_by_hash
-from tests.fakes.memstore import FakeConfig, MemStore
+from rmqtool.store.config import StoreConfig
+
+
+def small_config() -> StoreConfig:
+    return StoreConfig(mapped_file_size_commit_log=64 * 1024 * 1024, mapped_file_size_consume_queue=100 * 20,
+                       max_hash_slot_num=64, max_index_num=256)
 
 
 @pytest.fixture
 def broker(tmp_path):
     clock = iter(range(1_700_000_000_000, 1_800_000_000_000, 7)).__next__
-    b = LocalBroker(MemStore(FakeConfig(tmp_path), clock=clock), clock=clock, attach_services=False)
+    b = LocalBroker.open(tmp_path, small_config(), clock=clock)
     yield b
     b.close()
 
@@ -44,7 +49,7 @@ def test_client_uniq_key_is_kept(broker):
 def test_refused_sends_write_nothing(broker, tmp_path, msg, err):
     with pytest.raises(err):
         broker.send(msg)
-    assert broker.store.log == bytearray()
+    assert broker.store.max_phy_offset == 0
     assert not (tmp_path / "config" / "topics.json").exists()
 
 
@@ -121,9 +126,21 @@ def test_services_run_due_and_plugins(tmp_path):
 
     local.register_service_factory(lambda b: Svc())
     try:
-        b = LocalBroker(MemStore(FakeConfig(tmp_path)), clock=lambda: 5)
+        b = LocalBroker.open(tmp_path, small_config(), clock=lambda: 5)
         assert b.run_due(123) == 2 and 123 in calls
         b.close()
         assert "stop" in calls and b.store.closed
     finally:
         local.SERVICE_FACTORIES.clear()
+
+
+def test_reopen_keeps_topics_offsets_and_messages(tmp_path):
+    with LocalBroker.open(tmp_path, small_config()) as b:
+        r = b.send(MessageExt("T", b"persisted", queue_id=1))
+        b.offsets.commit_offset("g", "T", 1, 1)
+    with LocalBroker.open(tmp_path, small_config()) as b:
+        assert b.topics.select("T") is not None
+        assert b.offsets.query_offset("g", "T", 1) == 1
+        got = b.pull("T", 1, 0)
+        assert got.messages[0].body == b"persisted"
+        assert got.messages[0].properties["UNIQ_KEY"] == r.msg.properties["UNIQ_KEY"]
