@@ -272,7 +272,9 @@ class TimerMessageStore:
 
     # -- enqueue ---------------------------------------------------------------------------------
     def enqueue(self, now_ms: int) -> int:
-        """`enqueue(0)` + `TimerEnqueuePutService`: everything new on rmq_sys_wheel_timer/0."""
+        """`enqueue(0)` + `TimerEnqueuePutService`: everything new on rmq_sys_wheel_timer/0.
+
+        Returns how many messages were already due and went straight to their topic."""
         done = 0
         while True:
             res = self.store.get_message(TIMER_TOPIC, 0, self.curr_queue_offset, 256)
@@ -282,24 +284,23 @@ class TimerMessageStore:
             if not res.messages:
                 break
             for msg in res.messages:
-                self._enqueue_one(msg, now_ms)
-                done += 1
+                done += self._enqueue_one(msg, now_ms)
                 self.curr_queue_offset = max(self.curr_queue_offset, msg.queue_offset + 1)
             self.curr_queue_offset = max(self.curr_queue_offset, getattr(res, "next_begin_offset", 0))
             self.commit_queue_offset = self.curr_queue_offset
         self.commit_queue_offset = self.curr_queue_offset
         return done
 
-    def _enqueue_one(self, msg: MessageExt, now_ms: int) -> None:
+    def _enqueue_one(self, msg: MessageExt, now_ms: int) -> bool:
         try:
             delayed = int(msg.properties[P.TIMER_OUT_MS])
         except (KeyError, ValueError):
             delayed = -1  # cannot be scheduled: hand it over now rather than lose it
         if delayed < self.curr_write_time_ms:
             msg.properties[P.TIMER_ENQUEUE_MS] = str(LONG_MAX)  # never enqueued, mark it
-            self._dequeue_put(msg, LONG_MAX, TIMER_MAGIC_DEFAULT, now_ms)
-        else:
-            self.do_enqueue(msg.commit_log_offset, msg.total_size, delayed, msg)
+            return self._dequeue_put(msg, LONG_MAX, TIMER_MAGIC_DEFAULT, now_ms)
+        self.do_enqueue(msg.commit_log_offset, msg.total_size, delayed, msg)
+        return False
 
     def do_enqueue(self, offset_py: int, size_py: int, delayed_time: int, msg: MessageExt) -> int:
         """`doEnqueue`: append the unit, then point the slot at it. Returns the unit's position."""
@@ -457,8 +458,8 @@ class TimerMessageStore:
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
             self.maybe_move_write_time(now)
-            self.enqueue(now)
-            delivered = self.dequeue(now)
+            delivered = self.enqueue(now)
+            delivered += self.dequeue(now)
             self.prepare_timer_checkpoint()
             self.timer_checkpoint.write()
             if now - self._last_flush >= self.flush_interval_ms:

@@ -139,7 +139,11 @@ class TimerWheel:
         while done < span:
             idx0 = (base + done) % self.ring
             n = min(_CHUNK_SLOTS, span - done, self.ring - idx0)
-            words = array("q", bytes(self._map[idx0 * TIMER_SLOT_SIZE:(idx0 + n) * TIMER_SLOT_SIZE]))
+            raw = self._map[idx0 * TIMER_SLOT_SIZE:(idx0 + n) * TIMER_SLOT_SIZE]
+            if raw.count(0) == len(raw):  # never written
+                done += n
+                continue
+            words = array("q", raw)
             if _LITTLE:
                 words.byteswap()
             times = words[0::4]
