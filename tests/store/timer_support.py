@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from timer_ministore import MiniConfig, MiniStore
+
 from rmqtool.layouts.message import MessageExt
 from rmqtool.store.timer import attach_to_store
-from timer_ministore import MiniConfig, MiniStore
 
 T0 = 1_700_000_000_000  # a precision boundary
 
