@@ -31,6 +31,7 @@ from typing import Annotated, Any
 import typer
 
 from rmqtool.cli import common
+from rmqtool.cli.jsonline import record_json_line
 from rmqtool.errors import InvalidInput, StoreError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import RETRY_GROUP_TOPIC_PREFIX
@@ -38,6 +39,7 @@ from rmqtool.layouts.message import MessageExt
 from rmqtool.validators import check_group, check_topic
 
 PULL_BATCH = 32  # DefaultMQPushConsumer.pullBatchSize
+FAST_PULL_BATCH = 1024
 FOLLOW_POLL_S = 0.05
 PERSIST_INTERVAL_S = 5.0  # BrokerConfig.flushConsumerOffsetInterval
 TABLE_COLUMNS = ["topic", "queueId", "queueOffset", "msgId", "tags", "keys", "storeTimestamp", "body"]
@@ -125,6 +127,14 @@ class Output:
         self._buf.append(self._line(msg))
         if len(self._buf) >= 1024:
             self.flush()
+
+    def write_lines(self, lines: list[str]) -> None:
+        """Already formatted JSON lines (the fast path)."""
+        if lines:
+            lines.append("")
+            self._buf.append("\n".join(lines))
+            if len(self._buf) >= 16:
+                self.flush()
 
     def flush(self) -> None:
         if self._buf:
@@ -234,6 +244,7 @@ def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, 
 
         printed = 0
         last_persist = time.monotonic()
+        fast = out.fmt == "json" and sub.sub_all and exec_cmd is None
         try:
             while True:
                 broker.run_due()
@@ -243,6 +254,19 @@ def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, 
                     if key not in positions:
                         positions[key] = start_offset(broker, group, t, qid, "committed" if t == retry_topic
                                                       and from_ not in ("first", "last") else from_)
+                    if fast and t != retry_topic:
+                        while count is None or printed < count:
+                            want = FAST_PULL_BATCH if count is None else min(FAST_PULL_BATCH, count - printed)
+                            raws, nxt = broker.pull_raw(t, qid, positions[key], want)
+                            if nxt == positions[key]:
+                                break
+                            out.write_lines([record_json_line(r) for r in raws])
+                            printed += len(raws)
+                            positions[key] = nxt
+                            progressed = True
+                            if commit:
+                                broker.offsets.commit_offset(group, t, qid, nxt)
+                        continue
                     while count is None or printed < count:
                         res = broker.pull(t, qid, positions[key], PULL_BATCH, expr=subs[t])
                         msgs = res.messages
