@@ -9,6 +9,7 @@ records with repeated property names go through the general path.
 from __future__ import annotations
 
 import json.encoder
+import re
 import struct
 from collections.abc import Callable
 
@@ -28,6 +29,7 @@ _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _H = struct.Struct(">h")
 _MID = struct.Struct(">iqi")
+_PAIR = re.compile("([^\x01\x02]+)\x01([^\x01\x02]+)\x02")
 _host_cache: dict[bytes, tuple[str, str]] = {}  # raw host bytes -> (escaped "ip:port", hex of the bytes)
 
 
@@ -73,27 +75,21 @@ def record_json_line(raw: bytes) -> str:
     pl = _H.unpack_from(raw, p)[0]
     p += 2
     props_text = raw[p:p + pl].decode("utf-8", "replace")
-    # MessageDecoder.string2messageProperties, inline
-    props: list[str] = []
-    seen: set[str] = set()
-    tags = keys = uniq = None
-    for seg in props_text.split("\x02"):
-        if len(seg) < 3:
-            continue
-        i = seg.find("\x01")
-        if 0 < i < len(seg) - 1:
-            k = seg[:i]
-            if k in seen:
-                return slow_line(raw)
-            seen.add(k)
-            v = _esc(seg[i + 1:])
-            props.append(f"{_esc(k)}:{v}")
-            if k == "TAGS":
-                tags = v
-            elif k == "KEYS":
-                keys = v
-            elif k == "UNIQ_KEY":
-                uniq = v
+    # MessageDecoder.string2messageProperties for well-formed strings (what brokers write): every
+    # entry `key \x01 value \x02` with both non-empty, no key twice; anything else takes the slow path
+    pairs = _PAIR.findall(props_text)
+    n = len(pairs)
+    # every separator inside a pair and the text ending with \x02 <=> the text is exactly the pairs
+    if (props_text.count("\x02") != n or props_text.count("\x01") != n or "\\" in props_text
+            or (n and props_text[-1] != "\x02")):
+        return slow_line(raw)
+    found = dict(pairs)
+    if len(found) != len(pairs):
+        return slow_line(raw)
+    tags = found.get("TAGS")
+    keys = found.get("KEYS")
+    uniq = found.get("UNIQ_KEY")
+    props = _esc(props_text[:-1]).replace("\\u0001", '":"').replace("\\u0002", '","') if props_text else ""
     offset_id = f'"{store_hex}{phys:016X}"' if phys >= 0 else _esc(f"{store_hex}{phys & 0xFFFFFFFFFFFFFFFF:016X}")
     try:
         body_part = f'"body":{_esc(body.decode("utf-8"))}'
@@ -103,8 +99,9 @@ def record_json_line(raw: bytes) -> str:
         body_part = f'"bodyBase64":"{base64.b64encode(body).decode("ascii")}"'
     return (
         f'{{"topic":{_esc(topic)},"queueId":{queue_id},"queueOffset":{queue_offset},"commitLogOffset":{phys},'
-        f'"msgId":{uniq or offset_id},"offsetMsgId":{offset_id},"tags":{tags or "null"},"keys":{keys or "null"},'
+        f'"msgId":{_esc(uniq) if uniq else offset_id},"offsetMsgId":{offset_id},'
+        f'"tags":{_esc(tags) if tags else "null"},"keys":{_esc(keys) if keys else "null"},'
         f'"bornTimestamp":{born_ts},"bornHost":{born},"storeTimestamp":{store_ts},"storeHost":{store_s},'
         f'"reconsumeTimes":{reconsume},"sysFlag":{sys_flag},"flag":{flag},"bodyCRC":{crc},"totalSize":{total},'
-        f'"properties":{{{",".join(props)}}},{body_part}}}'
+        f'"properties":{{{props}}},{body_part}}}'
     )

@@ -317,7 +317,8 @@ def test_fast_json_line_equals_to_json(tmp_path):
         for i in range(300):
             body = rnd.choice([b"plain", "ünï\"\\\n\x01".encode(), bytes(range(256)), b"x" * rnd.randrange(1, 500)])
             props = {k: v for k, v in [("TAGS", rnd.choice(["A", "t\"ag", None])),
-                                       ("KEYS", rnd.choice(["k1 k2", None])), ("é", "ü\t")] if v}
+                                       ("KEYS", rnd.choice(["k1 k2", None])), ("é", "ü\t"),
+                                       ("bs", rnd.choice([None, "a\\u0001b"]))] if v}
             topic = rnd.choice(["Fast", "F" * 130])
             msg = MessageExt(topic, body, queue_id=i % 2, properties=props, born_host=rnd.choice(
                 [Host("10.0.0.1", 5), Host("::1", 7)]), reconsume_times=i % 3, flag=i)
