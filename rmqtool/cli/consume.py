@@ -185,7 +185,15 @@ def consume(
     store: common.StoreOption = None,
     namesrv: common.NamesrvOption = None,
 ) -> None:
-    """Print a topic's messages from the group's committed offset and exit when caught up."""
+    """Print a topic's messages from the group's committed offset, commit, and exit when caught up.
+
+    \b
+    --format TEMPLATE codes (kcat-like; a newline is added unless the template ends with one):
+      %t topic  %q queueId  %o queueOffset  %c commitLogOffset  %k keys  %g tags
+      %s body  %S body size  %i msgId  %I offsetMsgId  %T storeTimestamp
+      %B bornTimestamp  %r reconsumeTimes  %h properties k=v,...  %% percent
+      \\n newline   \\t tab   \\\\ backslash
+    """
     check_topic(topic)
     check_group(group)
     if count is not None and count < 1:
