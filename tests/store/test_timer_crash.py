@@ -48,8 +48,8 @@ def expected_keys(env) -> set[str]:
     """UNIQ_KEYs of every delayed message that reached the CommitLog before the kill."""
     keys = set()
     for qid in range(18):
-        keys |= {m.properties["UNIQ_KEY"] for m in env.store.get_message(SCHEDULE_TOPIC, qid, 0, 10**7).messages}
-    keys |= {m.properties["UNIQ_KEY"] for m in env.store.get_message(TIMER_TOPIC, 0, 0, 10**7).messages}
+        keys |= {m.properties["UNIQ_KEY"] for m in env.delivered(SCHEDULE_TOPIC, qid)}
+    keys |= {m.properties["UNIQ_KEY"] for m in env.delivered(TIMER_TOPIC)}
     return keys
 
 

@@ -80,6 +80,8 @@ def roll_target(delayed_time: int, write_time: int, window_slots: int, precision
 class TimerMessageStore:
     """The timer store of one store root (`timerlog/`, `timerwheel`, `config/timercheck`)."""
 
+    name = "timer-message-store"
+
     def __init__(self, store: Any, *, clock: Callable[[], int] | None = None, read_only: bool = False) -> None:
         self.store = store
         cfg = store.config
