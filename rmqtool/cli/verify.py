@@ -9,9 +9,9 @@ from pathlib import Path
 import typer
 
 from rmqtool.cli.inspect import default_store, progress_bar
+from rmqtool.inspect.layoutconfig import load_layout_config
 from rmqtool.inspect.render import dumps
 from rmqtool.inspect.verify import VerifyState, check_store
-from rmqtool.inspect.layoutconfig import load_layout_config
 
 
 def verify(

@@ -31,7 +31,7 @@ def rmqtool_env() -> dict[str, str]:
 
 READY = re.compile(r"name server ([\d.]+):(\d+), broker (\S+) ([\d.]+):(\d+), store (.+)$")
 
-# fast transaction checks for the tests (RocketMQ names; defaults are 60 s / 6 s)
+# fast transaction checks and 1 s delay levels for the tests (RocketMQ property names)
 TEST_CONF = """\
 brokerClusterName=DefaultCluster
 brokerName=broker-a
@@ -40,6 +40,7 @@ mappedFileSizeConsumeQueue=600000
 transactionCheckInterval=500
 transactionTimeOut=800
 transactionCheckMax=3
+messageDelayLevel=1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s
 """
 
 

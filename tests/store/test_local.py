@@ -7,8 +7,8 @@ import pytest
 from rmqtool.errors import InvalidMessage, InvalidTopic
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.properties import broker_order
-from rmqtool.store.local import LocalBroker, SubscriptionData, select_queue_by_hash
 from rmqtool.store.config import StoreConfig
+from rmqtool.store.local import LocalBroker, SubscriptionData, select_queue_by_hash
 
 
 def small_config() -> StoreConfig:
