@@ -47,7 +47,8 @@ messageDelayLevel=1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s
 class ServeProcess:
     """`python -m rmqtool serve` with the ready line parsed; stderr is captured to a file."""
 
-    def __init__(self, store: Path, conf: str = TEST_CONF, extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, store: Path, conf: str = TEST_CONF, extra_args: tuple[str, ...] = (),
+                 broker_port: int | None = 0) -> None:
         self.store = store
         store.mkdir(parents=True, exist_ok=True)
         self.conf_path = store.parent / f"{store.name}.conf"
@@ -56,7 +57,8 @@ class ServeProcess:
         self._err = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rmqtool", "serve", "--store", str(store), "--namesrv-port", "0",
-             "--broker-port", "0", "-c", str(self.conf_path), *extra_args],
+             *(["--broker-port", str(broker_port)] if broker_port is not None else []),
+             "-c", str(self.conf_path), *extra_args],
             stdout=subprocess.PIPE, stderr=self._err, env=rmqtool_env())
         deadline = time.time() + 30
         while time.time() < deadline:
