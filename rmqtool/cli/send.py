@@ -33,6 +33,7 @@ RESERVED_PROPERTIES = frozenset({
     P.TIMER_DEQUEUE_MS, P.TIMER_ROLL_TIMES, P.TIMER_DEL_UNIQKEY, P.TRANSACTION_ID, P.INNER_NUM, P.INNER_BASE,
     P.SHARDING_KEY,
 })
+STORE_CHUNK = 256  # messages per store call when sending stdin lines one by one
 RESULT_COLUMNS = ["status", "msgId", "offsetMsgId", "topic", "queueId", "queueOffset"]
 
 
@@ -208,11 +209,19 @@ def _send_embedded(root: Any, msgs: list[MessageExt], *, batch: int, queue: int 
         for chunk in groups:  # everything is checked before the first write
             for m in chunk:
                 broker.check(m)
-        for chunk in groups:
-            qid = chunk[0].queue_id
-            puts = broker.send_batch(chunk) if len(chunk) > 1 else [broker.send(chunk[0])]
-            for r in puts:
-                results.append(_result(r, topic, qid))
+        if batch > 1:
+            for chunk in groups:
+                qid = chunk[0].queue_id
+                for r in broker.send_batch(chunk, checked=True):
+                    results.append(_result(r, topic, qid))
+        else:
+            # separate messages, but handed to the store many at a time (one lock, one flush wait)
+            for i in range(0, len(msgs), STORE_CHUNK):
+                chunk = msgs[i:i + STORE_CHUNK]
+                qids = [m.queue_id for m in chunk]
+                puts = broker.send_batch(chunk, checked=True)
+                for r, qid in zip(puts, qids, strict=True):
+                    results.append(_result(r, topic, qid))
     return results
 
 
