@@ -130,9 +130,12 @@ def test_delay_level_message_arrives_after_its_delay_without_a_server(store):
 
 @pytest.fixture
 def tagged(store):
-    for tag, body in [("A", "a1"), ("B", "b1"), ("C", "c1"), ("A", "a2")]:
-        ok("send", "--store", str(store), "Tagged", body, "--tag", tag, "--queue", "0")
-    ok("send", "--store", str(store), "Tagged", "untagged", "--queue", "0")
+    """Five messages on queue 0 of `Tagged` (written in-process: these tests are about consume)."""
+    from rmqtool.layouts.message import MessageExt
+
+    with LocalBroker.open(store) as b:
+        for tag, body in [("A", "a1"), ("B", "b1"), ("C", "c1"), ("A", "a2"), (None, "untagged")]:
+            b.send(MessageExt("Tagged", body.encode(), queue_id=0, properties={"TAGS": tag} if tag else {}))
     return store
 
 
@@ -209,11 +212,23 @@ def test_exec_failure_goes_to_retry_topic(tagged):
     (["consume", "T", "--from", "yesterday"], 2, b"ISO-8601"),
     (["consume", "T", "--sql", "a > 1"], 2, b"network mode"),
 ])
-def test_bad_input_writes_nothing(store, args, code, text):
-    r = run_rmqtool(*args[:1], "--store", str(store), *args[1:])
-    assert r.returncode == code, r.stderr
-    assert len(r.stderr.splitlines()) == 1 and text in r.stderr and r.stdout == b""
+def test_bad_input_writes_nothing(store, args, code, text, capsys, monkeypatch):
+    """In-process through `rmqtool.cli.main.main` (the same error mapping as the console script)."""
+    from rmqtool.cli import main as cli_main
+
+    monkeypatch.setattr(sys, "argv", ["rmqtool", args[0], "--store", str(store), *args[1:]])
+    with pytest.raises(SystemExit) as exc:
+        cli_main.main()
+    out, err = capsys.readouterr()
+    assert exc.value.code == code, err
+    assert len(err.splitlines()) == 1 and text.decode() in err and out == ""
     assert not store.exists()
+
+
+def test_bad_input_subprocess_one_line_exit_2(store):
+    r = run_rmqtool("send", "--store", str(store), "bad topic", "x")
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and b"illegal characters" in r.stderr
+    assert r.stdout == b"" and not store.exists()
 
 
 def test_bad_input_on_existing_store_changes_nothing(store):
