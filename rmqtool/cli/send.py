@@ -173,12 +173,11 @@ def send(
 
 def _send_embedded(root: Any, msgs: list[MessageExt], *, batch: int, queue: int | None,
                    sharding_key: str | None, flush: str | None) -> list[dict[str, Any]]:
-    from rmqtool.store.config import StoreConfig
     from rmqtool.store.local import LocalBroker, select_queue_by_hash
     from rmqtool.store.topics import TopicConfigManager
 
     common.check_store_path(root)
-    config = StoreConfig(store_path_root_dir=root)
+    config = common.store_config(root)
     if queue is not None:
         # refuse an out-of-range queue before the store is opened (or created)
         topics = TopicConfigManager(root / "config", default_topic_queue_nums=config.default_topic_queue_nums)

@@ -351,3 +351,18 @@ def test_fast_json_line_equals_to_json(tmp_path):
                     assert record_json_line(raw) == json_line(decode_record(raw).to_json())
                     n += 1
         assert n == 300
+
+
+def test_store_with_other_file_sizes_is_adopted(store):
+    """A store written with non-default sizes (broker.conf) opens with those sizes, as it was made."""
+    from rmqtool.layouts.message import MessageExt
+    from rmqtool.store.config import StoreConfig
+
+    cfg = StoreConfig(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=200,
+                      max_hash_slot_num=16, max_index_num=32)
+    with LocalBroker.open(store, cfg) as b:
+        for i in range(3):
+            b.send(MessageExt("Small", f"m{i}".encode(), queue_id=0))
+    ok("send", "--store", str(store), "Small", "m3", "--queue", "0")
+    assert [m["body"] for m in ok("consume", "--store", str(store), "Small")] == ["m0", "m1", "m2", "m3"]
+    assert (store / "commitlog" / "00000000000000000000").stat().st_size == 64 * 1024
