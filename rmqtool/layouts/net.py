@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from functools import lru_cache
 from typing import NamedTuple
 
 
@@ -28,10 +29,12 @@ class Host(NamedTuple):
         return cls(str(ipaddress.ip_address(ip)), int(port))
 
 
+@lru_cache(maxsize=4096)  # hot path: every record encodes two hosts
 def pack_host(host: Host) -> bytes:
     return ipaddress.ip_address(host.ip).packed + struct.pack(">i", host.port)
 
 
+@lru_cache(maxsize=4096)  # hot path: every record decodes two hosts
 def unpack_host(raw: bytes) -> Host:
     if len(raw) == 8:
         return Host(str(ipaddress.IPv4Address(raw[:4])), struct.unpack(">i", raw[4:])[0])
