@@ -182,3 +182,29 @@ def test_check_reports_a_broken_chain_and_a_dangling_unit(tmp_path):
     assert ("timerwheel", "wheel-slot-num-mismatch") in kinds
     assert ("timerlog/00000000000000000000", "timerlog-dangling") in kinds
     assert ("timerlog/00000000000000000000", "timerlog-unit-not-in-slot") not in kinds  # its slot is empty
+
+
+def test_warmed_slot_is_delivered_once_at_the_boundary(tmp_path):
+    env = open_env(tmp_path, Clock(T0))
+    env.send("T", b"w", TIMER_DELIVER_MS=str(T0 + 3500), UNIQ_KEY="W")
+    assert env.run(T0 + 3800) == 0  # 200 ms before the boundary: read and converted ahead
+    assert env.timer._warm is not None and env.timer._warm[0] == T0 + 3000
+    assert env.run(T0 + 4000) == 1
+    [m] = env.delivered("T")
+    assert m.properties["TIMER_DEQUEUE_MS"] == str(T0 + 4000)
+    assert env.run(T0 + 9000) == 0
+    env.close()
+
+
+def test_a_cancel_arriving_after_the_slot_was_warmed_still_applies(tmp_path):
+    env = open_env(tmp_path, Clock(T0))
+    env.send("T", b"keep", TIMER_DELIVER_MS=str(T0 + 3500), UNIQ_KEY="K")
+    env.send("T", b"gone", TIMER_DELIVER_MS=str(T0 + 3500), UNIQ_KEY="G")
+    env.run(T0 + 3800)
+    assert env.timer._warm is not None
+    env.clock.now = T0 + 3850
+    # still in the future, and floored into the same slot
+    env.send("T", b"marker", TIMER_DELIVER_MS=str(T0 + 3900), UNIQ_KEY="M", TIMER_DEL_UNIQKEY="T+G")
+    env.run(T0 + 4000)
+    assert [m.body for m in env.delivered("T")] == [b"keep"]
+    env.close()
