@@ -154,6 +154,7 @@ class TimerMessageStore:
         self._window_ms = self.timer_roll_window_slots * self.precision_ms
         self._warm: tuple[int, int, list[tuple[MessageExt, bool]]] | None = None
         self._warm_ahead_ms = 300
+        self._closed = False
         self.timer_log = TimerLog(self.root / "timerlog",
                                   int(getattr(cfg, "mapped_file_size_timer_log", DEFAULT_TIMERLOG_FILE_SIZE)),
                                   read_only=read_only)
@@ -627,7 +628,7 @@ class TimerMessageStore:
 
     def flush(self) -> None:
         """`TimerFlushService` body: timerlog, wheel, then the checkpoint that refers to them."""
-        if self.read_only:
+        if self.read_only or self._closed:
             return
         with self._lock:
             self.prepare_timer_checkpoint()
@@ -639,10 +640,12 @@ class TimerMessageStore:
     # -- the service -----------------------------------------------------------------------------
     def run_due(self, now_ms: int | None = None) -> int:
         """Enqueue what is new, deliver what is due by `now_ms`; returns messages delivered."""
-        if self.read_only:
+        if self.read_only or self._closed:
             return 0
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
+            if self._closed:
+                return 0
             self.maybe_move_write_time(now)
             delivered = self.enqueue(now)
             delivered += self.dequeue(now)
@@ -682,19 +685,22 @@ class TimerMessageStore:
                 time.sleep(0.05)
 
     def stop(self) -> None:
+        """Stop the thread, flush, and release the files (LocalBroker.close calls this)."""
         if self._thread is not None:
             self._stop.set()
             self._wake.set()
             self._thread.join(timeout=10)
             self._thread = None
-        self.flush()
-
-    def close(self) -> None:
-        self.stop()
         with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            self._closed = True
             self.timer_wheel.close()
             self.timer_log.close()
             self.timer_checkpoint.close()
+
+    close = stop
 
     # -- introspection ---------------------------------------------------------------------------
     def pending_count(self) -> int:
