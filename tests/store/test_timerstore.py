@@ -209,3 +209,33 @@ def test_a_cancel_arriving_after_the_slot_was_warmed_still_applies(tmp_path):
     env.run(T0 + 4000)
     assert [m.body for m in env.delivered("T")] == [b"keep"]
     env.close()
+
+
+def test_recovery_revises_a_slot_that_missed_its_last_unit(tmp_path):
+    """A crash between the TimerLog append and the slot update: the wheel lags the log."""
+    from rmqtool.layouts.timer import TIMER_SLOT
+    from rmqtool.store.timer.timercheck import TimerCheckpointValue
+
+    clock = Clock(T0)
+    env = open_env(tmp_path, clock)
+    env.send("T", b"a", TIMER_DELIVER_MS=str(T0 + 5500), UNIQ_KEY="A")
+    env.send("T", b"b", TIMER_DELIVER_MS=str(T0 + 5500), UNIQ_KEY="B")
+    env.run()
+    idx = env.timer.timer_wheel.get_slot_index(T0 + 5000)
+    env.close()
+    # put the wheel and the checkpoint back to "only A enqueued"
+    with open(tmp_path / "timerwheel", "r+b") as f:
+        f.seek(idx * 32)
+        f.write(TIMER_SLOT.pack((T0 + 5000) // 1000, 0, 0, 1, 0))
+    cp = TimerCheckpointValue.unpack((tmp_path / "config" / "timercheck").read_bytes())
+    cp.last_timer_queue_offset = cp.master_timer_queue_offset = 1
+    with open(tmp_path / "config" / "timercheck", "r+b") as f:
+        f.write(cp.pack())
+    assert {p["kind"] for p in check_timer_store(tmp_path)} == {"timerlog-unit-not-in-slot"}
+    env = open_env(tmp_path, clock)
+    slot = env.timer.timer_wheel.get_slot(T0 + 5000)
+    assert (slot.first_pos, slot.last_pos) == (0, 52)
+    run_until(env, T0 + 10_000)
+    assert {m.body for m in env.delivered("T")} == {b"a", b"b"}  # at least once each
+    env.close()
+    assert list(check_timer_store(tmp_path)) == []
