@@ -175,7 +175,7 @@ def command_page(name: str, cmd: click.Command, ctx: click.Context, all_names: l
 
 def main_page(group: click.Command, ctx: click.Context, names: list[str]) -> str:
     cmds = "\n".join(
-        f".TP\n\\fBrmqtool\\-{n}\\fR(1)\n{esc((group.commands[n].short_help or (group.commands[n].help or '').strip().split(chr(10))[0]))}"
+        f".TP\n\\fBrmqtool\\-{n}\\fR(1)\n{esc(group.commands[n].short_help or (group.commands[n].help or '').strip().split(chr(10))[0])}"
         for n in names)
     return (header("RMQTOOL")
             + ".SH NAME\nrmqtool \\- run and dissect Apache RocketMQ 5.x message stores and brokers\n"
