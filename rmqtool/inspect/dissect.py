@@ -455,6 +455,8 @@ def dissect_timerwheel(path: Path, f: Filters, progress: Progress = None,
             if f.offset is not None and idx < f.offset:
                 continue
             t_ms = tsecs * cfg.timer_precision_ms
+            if not -(1 << 63) <= t_ms < (1 << 63):  # a damaged slot time: keep JSON within int64
+                t_ms = -1
             if not f.in_window(t_ms):
                 continue
             fields = {"slot": idx, "timeSecs": tsecs, "timeMs": t_ms, "time": iso(t_ms), "firstPos": first,
