@@ -1,0 +1,218 @@
+"""The CommitLog: append pre-encoded records, read them back, recover the valid prefix (formats.md §2, §8.2).
+
+It knows nothing about ConsumeQueues or the index: recovery hands every good record it scans to
+a callback (the dispatcher), so there is one dispatch path for live appends and for recovery.
+Offsets are always file base + position, never a second counter.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from rmqtool.errors import StoreError
+from rmqtool.layouts.constants import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    END_FILE_MIN_BLANK_LENGTH,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
+from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
+from rmqtool.store.mappedfile import MappedFile, MappedFileQueue
+
+_Q = struct.Struct(">q")
+_BLANK = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
+_pack_q = _Q.pack_into
+
+
+class CommitLog:
+    """Append-only record stream over a MappedFileQueue of `mapped_file_size_commit_log` files."""
+
+    def __init__(self, directory: Path, file_size: int, *, read_only: bool = False) -> None:
+        self.mfq = MappedFileQueue(directory, file_size, read_only=read_only)
+        self.file_size = file_size
+        self.read_only = read_only
+        # the put lock: store timestamp, queue offsets and positions are assigned under it
+        self.put_lock = threading.Lock()
+        # topic-queue offset table (`CommitLog.topicQueueTable`): next queue offset per (topic, queueId)
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.last_store_timestamp = 0  # store time of the newest appended record
+
+    def load(self) -> None:
+        self.mfq.load()
+
+    # -- write ------------------------------------------------------------------------------------
+    def append_locked(self, msg: MessageExt, buf: bytearray, now_ms: int) -> int:
+        """Append one encoded record (caller holds `put_lock`); fills msg's offsets and time.
+
+        `buf` is the record from `encode_record`; its QUEUEOFFSET, PHYSICALOFFSET and
+        STORETIMESTAMP are patched in place (as `DefaultAppendMessageCallback.doAppend` does).
+        A record that would leave fewer than 8 spare bytes in the file goes to the next file
+        after an end-of-file blank. Returns the physical offset.
+        """
+        n = len(buf)
+        mfq = self.mfq
+        mf = mfq.files[-1] if mfq.files else None
+        if mf is None or mf.wrote_position >= self.file_size:
+            mf = mfq.new_file(0)
+        if n + END_FILE_MIN_BLANK_LENGTH > self.file_size - mf.wrote_position:
+            self._write_blank(mf)
+            mf = mfq.new_file(0)
+        tran = msg.sys_flag & TRANSACTION_TYPE_MASK
+        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+            key = (msg.topic, msg.queue_id)
+            table = self.topic_queue_table
+            queue_offset = table.get(key, 0)
+            table[key] = queue_offset + 1
+        else:
+            queue_offset = 0  # PREPARED / ROLLBACK records take no queue offset
+        pos = mf.wrote_position
+        phys = mf.from_offset + pos
+        _pack_q(buf, 20, queue_offset)
+        _pack_q(buf, 28, phys)
+        _pack_q(buf, 56 if not msg.sys_flag & BORNHOST_V6_FLAG else 68, now_ms)
+        mf.mm[pos : pos + n] = buf
+        mf.wrote_position = pos + n
+        msg.queue_offset = queue_offset
+        msg.commit_log_offset = phys
+        msg.store_timestamp = now_ms
+        self.last_store_timestamp = now_ms
+        return phys
+
+    def _write_blank(self, mf: MappedFile) -> None:
+        max_blank = self.file_size - mf.wrote_position
+        _BLANK.pack_into(mf.mm, mf.wrote_position, max_blank, BLANK_MAGIC_CODE)
+        mf.wrote_position = self.file_size
+
+    # -- read -------------------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.mfq.min_offset()
+
+    @property
+    def max_offset(self) -> int:
+        return self.mfq.max_offset()
+
+    def read_bytes(self, offset: int, size: int) -> bytes | None:
+        """The `size` bytes at `offset`, or None when they are not (or no longer) in the log."""
+        mf = self.mfq.find(offset)
+        if mf is None or size <= 0:
+            return None
+        pos = offset - mf.from_offset
+        if pos + size > mf.wrote_position:
+            return None
+        return mf.mm[pos : pos + size]
+
+    def record_size_at(self, offset: int) -> int | None:
+        mf = self.mfq.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.from_offset
+        if pos + 4 > mf.wrote_position:
+            return None
+        return _I32.unpack_from(mf.mm, pos)[0]
+
+    def decode_at(self, offset: int, *, check_crc: bool = False, read_body: bool = True) -> MessageExt:
+        """Decode and check the record at `offset`; raises RecordError/Blank as `decode_record`."""
+        mf = self.mfq.find(offset)
+        if mf is None:
+            raise RecordError("truncated", f"offset {offset} is not in the commitlog")
+        return decode_record(mf.mm, offset - mf.from_offset, mf.wrote_position, check_crc=check_crc,
+                             read_body=read_body)
+
+    def iter_records(self, start: int, *, check_crc: bool = False, read_body: bool = True,
+                     limit: int | None = None) -> Iterator[MessageExt]:
+        """Records from `start` up to the write position (or `limit`), jumping end-of-file blanks."""
+        offset = start
+        end = self.max_offset if limit is None else limit
+        while offset < end:
+            mf = self.mfq.find(offset)
+            if mf is None:
+                return
+            try:
+                msg = decode_record(mf.mm, offset - mf.from_offset, mf.wrote_position, check_crc=check_crc,
+                                    read_body=read_body)
+            except Blank:
+                offset = mf.from_offset + self.file_size
+                continue
+            yield msg
+            offset += msg.total_size
+
+    # -- recovery ---------------------------------------------------------------------------------
+    def scan_valid(self, start: int, *, check_crc: bool, on_record: Callable[[MessageExt], None] | None) -> int:
+        """Check every record from `start` as `checkMessageAndReturnSize`; returns processOffset.
+
+        Files are read in full (their write positions are not known yet). The scan stops at
+        the first record that fails (bad magic, CRC, size, truncation, or the zero tail);
+        a blank moves on to the next file if there is one.
+        """
+        files = self.mfq.files
+        if not files:
+            return start
+        offset = start
+        mf = self.mfq.find(offset)
+        if mf is None:
+            return files[0].from_offset
+        idx = files.index(mf)
+        while True:
+            pos = offset - mf.from_offset
+            try:
+                msg = decode_record(mf.mm, pos, self.file_size, check_crc=check_crc)
+            except Blank:
+                if idx + 1 >= len(files):
+                    # the blank closes the last file: the stream ends at the file boundary
+                    return mf.from_offset + self.file_size
+                idx += 1
+                mf = files[idx]
+                offset = mf.from_offset
+                continue
+            except RecordError:
+                return offset
+            if on_record is not None:
+                on_record(msg)
+            offset += msg.total_size
+            if offset >= mf.from_offset + self.file_size:
+                if idx + 1 >= len(files):
+                    return offset
+                idx += 1
+                mf = files[idx]
+                offset = mf.from_offset
+
+    def first_record_timestamp(self, mf: MappedFile) -> int | None:
+        """STORETIMESTAMP of a file's first record, None if it does not start with a record."""
+        try:
+            msg = decode_record(mf.mm, 0, self.file_size, check_crc=False, read_body=False)
+        except (Blank, RecordError):
+            return None
+        return msg.store_timestamp
+
+    def recover_start_normal(self) -> int:
+        """Normal exit: scan from the 3rd-last file (`recoverNormally`)."""
+        files = self.mfq.files
+        return files[max(0, len(files) - 3)].from_offset if files else 0
+
+    def recover_start_abnormal(self, min_timestamp: int) -> int:
+        """Abnormal exit: the last file whose first record was stored no later than `min_timestamp`."""
+        files = self.mfq.files
+        for mf in reversed(files):
+            ts = self.first_record_timestamp(mf)
+            if ts is not None and ts <= min_timestamp:
+                return mf.from_offset
+        return files[0].from_offset if files else 0
+
+    def truncate(self, process_offset: int) -> None:
+        """Cut the torn tail: positions set, later files deleted, torn bytes zeroed."""
+        if self.mfq.files and process_offset < self.mfq.files[0].from_offset:
+            raise StoreError(f"commitlog recovery offset {process_offset} is below the first file")
+        self.mfq.truncate_dirty_files(process_offset, zero=not self.read_only)
+
+    def flush(self) -> int:
+        return self.mfq.flush()
+
+    def close(self) -> None:
+        self.mfq.close()

@@ -1,0 +1,109 @@
+"""Store configuration: the subset of RocketMQ's MessageStoreConfig/BrokerConfig rmqtool uses.
+
+Attribute names are the Java ones in snake_case so a `broker.conf` maps onto them mechanically;
+`from_properties` does that mapping and keeps keys it does not know in `.extra`, so a real
+broker's configuration can be passed through without being rejected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmqtool.errors import InvalidInput
+
+
+@dataclass
+class StoreConfig:
+    """MessageStoreConfig / BrokerConfig values, RocketMQ 5.x defaults."""
+
+    store_path_root_dir: Path = field(default_factory=lambda: Path.home() / "store")
+    mapped_file_size_commit_log: int = 1073741824
+    mapped_file_size_consume_queue: int = 6000000
+    flush_disk_type: str = "ASYNC_FLUSH"
+    file_reserved_time: int = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    delete_file_batch_max: int = 10
+    max_message_size: int = 4194304
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5000000
+    max_index_num: int = 20000000
+    check_crc_on_recover: bool = True
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_ip1: str = "127.0.0.1"
+    listen_port: int = 10911
+    default_topic_queue_nums: int = 4
+    auto_create_topic_enable: bool = True
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    timer_precision_ms: int = 1000
+    timer_max_delay_sec: int = 259200
+    timer_roll_window_slot: int = 172800
+    mapped_file_size_timer_log: int = 104857600
+    timer_wheel_enable: bool = True
+    flush_delay_offset_interval: int = 10000
+    # rmqtool-specific knobs (no RocketMQ equivalent): async flush period and sync flush timeout
+    flush_interval_commit_log: int = 500
+    sync_flush_timeout: int = 5000
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], base: StoreConfig | None = None) -> StoreConfig:
+        """Apply broker.conf-style camelCase keys (`storePathRootDir`, `brokerIP1`, ...) onto `base`."""
+        cfg = dataclasses.replace(base) if base is not None else cls()
+        cfg.extra = dict(cfg.extra)
+        types = {f.name: f.type for f in dataclasses.fields(cls)}
+        for key, raw in props.items():
+            name = _JAVA_TO_FIELD.get(key)
+            if name is None:
+                cfg.extra[key] = raw
+                continue
+            value = raw.strip()
+            kind = types[name]
+            try:
+                if kind in ("int", int):
+                    converted: object = int(value)
+                elif kind in ("bool", bool):
+                    converted = value.lower() == "true"
+                elif kind in ("Path", Path):
+                    converted = Path(value)
+                else:
+                    converted = value
+            except ValueError:
+                raise InvalidInput(f"config {key}={raw!r}: not a number") from None
+            setattr(cfg, name, converted)
+        return cfg
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        return (self.broker_ip1, self.listen_port)
+
+
+def _java_name(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+_SPECIAL = {"broker_ip1": "brokerIP1", "check_crc_on_recover": "checkCRCOnRecover"}
+_JAVA_TO_FIELD = {
+    _SPECIAL.get(f.name, _java_name(f.name)): f.name for f in dataclasses.fields(StoreConfig) if f.name != "extra"
+}
+
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_LEVEL = re.compile(r"^(\d+)([smhd])$")
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """`messageDelayLevel` -> delay in ms per level (index 0 = level 1), as ScheduleMessageService.parseDelayLevel."""
+    out = []
+    for token in text.split():
+        m = _LEVEL.match(token)
+        if not m:
+            raise InvalidInput(f"messageDelayLevel token {token!r}: expected <number><s|m|h|d>")
+        out.append(int(m.group(1)) * _UNIT_MS[m.group(2)])
+    return out

@@ -1,0 +1,263 @@
+"""IndexFile and IndexService: hash index from message keys to CommitLog offsets (formats.md §4).
+
+Mirrors RocketMQ's `IndexFile.putKey/selectPhyOffset/isTimeMatched` and
+`IndexService.buildIndex/queryOffset`. Keys are `topic#UNIQ_KEY` and `topic#k` for every
+space-separated KEYS token; the bucket holds the newest entry, entries chain backwards.
+"""
+
+from __future__ import annotations
+
+import datetime
+import mmap
+import os
+import re
+from collections.abc import Iterable
+from operator import mul
+from pathlib import Path
+
+from rmqtool.errors import StoreError
+from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
+from rmqtool.layouts.javahash import java_string_hash
+
+_NAME = re.compile(r"^\d{17}$")
+_I32_MAX = 0x7FFFFFFF
+_POW31 = [pow(31, i, 1 << 32) for i in range(512)][::-1]
+
+
+def index_key_hash(key: str) -> int:
+    """`IndexFile.indexKeyHashMethod`: abs(String.hashCode()), 0 for Integer.MIN_VALUE.
+
+    The hash of an ASCII key is a dot product with powers of 31, evaluated in C by `map`;
+    other keys (or very long ones) use the reference implementation.
+    """
+    if len(key) <= 512 and key.isascii():
+        h = sum(map(mul, key.encode("ascii"), _POW31[512 - len(key):])) & 0xFFFFFFFF
+        h = h - 0x100000000 if h & 0x80000000 else h
+    else:
+        h = java_string_hash(key)
+    if h == -0x80000000:
+        return 0
+    return -h if h < 0 else h
+
+
+def index_file_name(ms: int) -> str:
+    """`UtilAll.timeMillisToHumanString`: yyyyMMddHHmmssSSS in the local time zone."""
+    t = datetime.datetime.fromtimestamp(ms / 1000)
+    return t.strftime("%Y%m%d%H%M%S") + f"{ms % 1000:03d}"
+
+
+class IndexFile:
+    """One `index/<yyyyMMddHHmmssSSS>` file, mapped in full."""
+
+    def __init__(self, path: Path, hash_slot_num: int, index_num: int, *, create: bool = False,
+                 read_only: bool = False, end_phy_offset: int = 0, end_timestamp: int = 0) -> None:
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_size = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+        self.read_only = read_only
+        flags = os.O_RDONLY if read_only else os.O_RDWR
+        if create:
+            flags |= os.O_CREAT | os.O_EXCL
+        try:
+            self.fd = os.open(path, flags, 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot open index file {path.name}: {e.strerror}") from None
+        try:
+            if create:
+                os.ftruncate(self.fd, self.file_size)
+            size = os.fstat(self.fd).st_size
+            if size != self.file_size:
+                raise StoreError(f"index file {path.name} is {size} bytes, expected {self.file_size}")
+            self.mm = mmap.mmap(self.fd, self.file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        if create:
+            # a file following a full one starts where that one ended (IndexService.getAndCreateLastIndexFile)
+            self.begin_timestamp = self.end_timestamp = end_timestamp
+            self.begin_phy_offset = self.end_phy_offset = end_phy_offset
+            self.hash_slot_count = 0
+            self.index_count = 1
+            self._write_header()
+        else:
+            (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+             self.hash_slot_count, count) = INDEX_HEADER.unpack_from(self.mm, 0)
+            self.index_count = count if count > 0 else 1
+        self.entries_base = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+
+    def _write_header(self) -> None:
+        INDEX_HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                               self.end_phy_offset, self.hash_slot_count, self.index_count)
+
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
+        """`IndexFile.putKey`; False when the file is full."""
+        if self.index_count >= self.index_num:
+            return False
+        key_hash = index_key_hash(key)
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        mm = self.mm
+        slot_value = int.from_bytes(mm[slot_pos : slot_pos + 4], "big", signed=True)
+        count = self.index_count
+        if slot_value <= 0 or slot_value > count:
+            slot_value = 0
+        begin = self.begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:
+            time_diff = int((store_timestamp - begin) / 1000)
+            time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+        INDEX_ENTRY.pack_into(mm, self.entries_base + count * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff,
+                              slot_value)
+        mm[slot_pos : slot_pos + 4] = count.to_bytes(4, "big")
+        if count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == 0:
+            self.hash_slot_count += 1
+        self.index_count = count + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or b <= begin <= e or b <= end <= e
+
+    def select_phy_offsets(self, out: list[int], key: str, max_num: int, begin: int, end: int) -> None:
+        """`IndexFile.selectPhyOffset`: walk the key's bucket chain, newest first."""
+        key_hash = index_key_hash(key)
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        mm = self.mm
+        count = self.index_count
+        slot_value = int.from_bytes(mm[slot_pos : slot_pos + 4], "big", signed=True)
+        if slot_value <= 0 or slot_value > count or count <= 1:
+            return
+        nxt = slot_value
+        while len(out) < max_num:
+            h, phy, time_diff, prev = INDEX_ENTRY.unpack_from(mm, self.entries_base + nxt * INDEX_ENTRY_SIZE)
+            if time_diff < 0:
+                break
+            time_read = self.begin_timestamp + time_diff * 1000
+            if h == key_hash and begin <= time_read <= end:
+                out.append(phy)
+            if prev <= 0 or prev > count or prev == nxt or time_read < begin:
+                break
+            nxt = prev
+
+    def flush(self) -> None:
+        if not self.read_only:
+            os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        try:
+            self.mm.close()
+        except BufferError:
+            pass
+        os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class IndexService:
+    """The index files of a store, oldest first; the last one takes new keys."""
+
+    def __init__(self, directory: Path, hash_slot_num: int, index_num: int, *, read_only: bool = False) -> None:
+        self.directory = directory
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.read_only = read_only
+        self.files: list[IndexFile] = []
+
+    def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> None:
+        """Open every file; after a crash, files newer than the checkpoint are destroyed (rebuilt by dispatch)."""
+        if not self.directory.is_dir():
+            return
+        for path in sorted(p for p in self.directory.iterdir() if p.is_file() and _NAME.match(p.name)):
+            f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
+            if not last_exit_ok and not self.read_only and f.end_timestamp > index_msg_timestamp:
+                f.destroy()
+                continue
+            self.files.append(f)
+
+    def _last_writable(self, now_ms: int) -> IndexFile:
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_write_full():
+            return last
+        if self.read_only:
+            raise StoreError("store opened read-only")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ms = now_ms
+        while (self.directory / index_file_name(ms)).exists() or (
+            self.files and index_file_name(ms) <= self.files[-1].path.name
+        ):
+            ms += 1  # names sort chronologically and must be unique
+        end_phy = last.end_phy_offset if last else 0
+        end_ts = last.end_timestamp if last else 0
+        f = IndexFile(self.directory / index_file_name(ms), self.hash_slot_num, self.index_num, create=True,
+                      end_phy_offset=end_phy, end_timestamp=end_ts)
+        self.files.append(f)
+        if last is not None:
+            last.flush()  # IndexService flushes a full file when it moves on
+            self.last_full_end_timestamp = last.end_timestamp
+        return f
+
+    last_full_end_timestamp = 0
+
+    def build_index(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
+                    keys: str | None, now_ms: int) -> None:
+        """`IndexService.buildIndex` for one dispatched record (caller excludes ROLLBACK)."""
+        f = self._last_writable(now_ms)
+        if phy_offset < f.end_phy_offset:
+            return  # already indexed (re-dispatch)
+        if uniq_key:
+            f = self._put(f, f"{topic}#{uniq_key}", phy_offset, store_timestamp, now_ms)
+        if keys:
+            for k in keys.split(" "):
+                if k:
+                    f = self._put(f, f"{topic}#{k}", phy_offset, store_timestamp, now_ms)
+
+    def _put(self, f: IndexFile, key: str, phy: int, ts: int, now_ms: int) -> IndexFile:
+        while not f.put_key(key, phy, ts):
+            f = self._last_writable(now_ms)
+        return f
+
+    def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        """`IndexService.queryOffset`: newest file first, stop at a file older than `begin`."""
+        out: list[int] = []
+        full_key = f"{topic}#{key}"
+        for f in reversed(self.files):
+            if f.is_time_matched(begin, end):
+                f.select_phy_offsets(out, full_key, max_num, begin, end)
+            if f.begin_timestamp < begin or len(out) >= max_num:
+                break
+        return out
+
+    def delete_expired(self, commitlog_min: int) -> int:
+        """Files (never the last) whose endPhyOffset is below the CommitLog min offset."""
+        deleted = 0
+        while len(self.files) > 1 and self.files[0].end_phy_offset < commitlog_min:
+            self.files.pop(0).destroy()
+            deleted += 1
+        return deleted
+
+    def flush(self) -> None:
+        for f in list(self.files):
+            f.flush()
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()
+
+    def all_files(self) -> Iterable[IndexFile]:
+        return list(self.files)

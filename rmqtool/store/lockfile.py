@@ -1,0 +1,69 @@
+"""The `lock` and `abort` files (formats.md §7.1, §7.2).
+
+`lock` is held for the life of a writable store: flock (so a second rmqtool in any process is
+refused) plus a POSIX record lock on byte [0, 1), which is what a Java broker's
+`FileChannel.tryLock(0, 1, false)` takes, so a real broker and rmqtool also exclude each other.
+POSIX locks belong to the process and vanish when any descriptor of the file closes, so a
+per-process registry refuses a second open in the same process before a descriptor is opened.
+`abort` holds the PID while open and is removed on clean close; its presence means a crash.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+from rmqtool.errors import StoreError, StoreLocked
+
+_HELD: set[str] = set()
+_HELD_LOCK = threading.Lock()
+
+
+class StoreLock:
+    def __init__(self, root: Path) -> None:
+        self.path = root / "lock"
+        self.key = os.path.realpath(root)
+        self.fd = -1
+
+    def acquire(self) -> None:
+        with _HELD_LOCK:
+            if self.key in _HELD:
+                raise StoreLocked(f"store {self.key} is already open in this process")
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise StoreError(f"cannot open {self.path}: {e.strerror}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+            except OSError:
+                os.close(fd)
+                raise StoreLocked(f"store {self.key} is locked by another process (a broker or rmqtool)") from None
+            os.pwrite(fd, b"lock", 0)
+            self.fd = fd
+            _HELD.add(self.key)
+
+    def release(self) -> None:
+        with _HELD_LOCK:
+            if self.fd >= 0:
+                os.close(self.fd)  # releases both locks
+                self.fd = -1
+                _HELD.discard(self.key)
+
+
+def abort_path(root: Path) -> Path:
+    return root / "abort"
+
+
+def create_abort(root: Path) -> None:
+    """`createTempFile`: the PID as text (5.x)."""
+    abort_path(root).write_text(str(os.getpid()))
+
+
+def remove_abort(root: Path) -> None:
+    try:
+        abort_path(root).unlink()
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,281 @@
+"""Mapped files and the queue of them (RocketMQ's MappedFile / MappedFileQueue, formats.md §0).
+
+A logical byte stream (CommitLog, one ConsumeQueue, TimerLog) is split into fixed-size files
+named by the 20-digit offset of their first byte. Files are created at full size (sparse: the
+file is only truncated to size, so unwritten bytes are holes that read as zeros) and written
+through a shared mmap, so a write is a memcpy and survives the death of the process; `flush`
+makes it durable with fdatasync (which releases the GIL, unlike msync in CPython).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rmqtool.errors import StoreError
+
+_NAME = re.compile(r"^\d{20}$")
+_ZERO_CHUNK = bytes(1 << 20)
+
+
+def offset_to_file_name(offset: int) -> str:
+    """`UtilAll.offset2FileName`: 20 digits, zero-padded."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One fixed-size file of a stream, mapped in full."""
+
+    def __init__(self, path: Path, file_size: int, *, create: bool = False, read_only: bool = False) -> None:
+        self.path = path
+        self.file_size = file_size
+        self.from_offset = int(path.name)
+        self.read_only = read_only
+        # positions are relative to the file start; recovery sets them, appends move them
+        self.wrote_position = 0
+        self.flushed_position = 0
+        flags = os.O_RDONLY if read_only else os.O_RDWR
+        if create:
+            flags |= os.O_CREAT | os.O_EXCL
+        try:
+            self.fd = os.open(path, flags, 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot open {path.name}: {e.strerror}") from None
+        try:
+            if create:
+                os.ftruncate(self.fd, file_size)  # sparse: never write the zeros
+            size = os.fstat(self.fd).st_size
+            if size != file_size:
+                raise StoreError(f"{path} is {size} bytes, expected {file_size}")
+            access = mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
+            self.mm = mmap.mmap(self.fd, file_size, access=access)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.closed = False
+
+    # -- positions ----------------------------------------------------------------------------
+    @property
+    def remaining(self) -> int:
+        return self.file_size - self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    # -- I/O ----------------------------------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Copy `data` at the write position; returns the position it was written at."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        self.mm[pos:end] = data
+        self.wrote_position = end
+        return pos
+
+    def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
+        self.mm[pos : pos + len(data)] = data
+
+    def read(self, pos: int, size: int) -> bytes:
+        return self.mm[pos : pos + size]
+
+    def flush(self) -> int:
+        """Make everything written so far durable; returns the flushed position."""
+        pos = self.wrote_position
+        if pos > self.flushed_position and not self.read_only:
+            os.fdatasync(self.fd)
+            self.flushed_position = pos
+        return pos
+
+    def zero_from(self, pos: int) -> None:
+        """Clear bytes from `pos` to the end of the data, so a torn tail cannot be read again.
+
+        Scans in 1 MiB chunks and stops at the first all-zero chunk past the dirty bytes
+        (a file's unwritten tail is a hole), which keeps this cheap on 1 GiB files.
+        """
+        end = self.file_size
+        p = pos
+        while p < end:
+            n = min(len(_ZERO_CHUNK), end - p)
+            chunk = self.mm[p : p + n]
+            if chunk == _ZERO_CHUNK[:n]:
+                break
+            self.mm[p : p + n] = _ZERO_CHUNK[:n]
+            p += n
+
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.path).st_mtime * 1000)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            try:
+                self.mm.close()
+            except BufferError:
+                pass  # a memoryview still alive; the mapping goes away with it
+            os.close(self.fd)
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class MappedFileQueue:
+    """The ordered files of one stream in one directory."""
+
+    def __init__(self, directory: Path, file_size: int, *, read_only: bool = False) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.read_only = read_only
+        self.files: list[MappedFile] = []
+        self.flushed_where = 0
+
+    def load(self) -> None:
+        """`MappedFileQueue.doLoad`: sorted by name, empty last file deleted, wrong size = error."""
+        if not self.directory.exists():
+            return
+        if not self.directory.is_dir():
+            raise StoreError(f"{self.directory} is not a directory")
+        names = sorted(p for p in self.directory.iterdir() if p.is_file() and _NAME.match(p.name))
+        for i, path in enumerate(names):
+            size = path.stat().st_size
+            if size == 0 and i == len(names) - 1:
+                if not self.read_only:
+                    path.unlink()
+                continue
+            if size != self.file_size:
+                raise StoreError(f"{path} is {size} bytes, expected {self.file_size}; the store does not load")
+            mf = MappedFile(path, self.file_size, read_only=self.read_only)
+            mf.wrote_position = mf.flushed_position = self.file_size  # fixed later by recovery
+            self.files.append(mf)
+
+    # -- lookup -------------------------------------------------------------------------------
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    @property
+    def first(self) -> MappedFile | None:
+        return self.files[0] if self.files else None
+
+    def min_offset(self) -> int:
+        return self.files[0].from_offset if self.files else 0
+
+    def max_offset(self) -> int:
+        last = self.last
+        return last.from_offset + last.wrote_position if last else 0
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding `offset` (files are contiguous, so this is arithmetic)."""
+        files = self.files
+        if not files:
+            return None
+        first = files[0].from_offset
+        i = (offset - first) // self.file_size
+        if 0 <= i < len(files):
+            mf = files[i]
+            if mf.from_offset <= offset < mf.from_offset + self.file_size:
+                return mf
+        for mf in files:  # a gap (never written by us): fall back to a scan
+            if mf.from_offset <= offset < mf.from_offset + self.file_size:
+                return mf
+        return None
+
+    def new_file(self, start_offset: int = 0) -> MappedFile:
+        """Create the next file: at last.from + size, or at the aligned `start_offset` if empty."""
+        if self.read_only:
+            raise StoreError("store opened read-only")
+        last = self.last
+        base = last.from_offset + self.file_size if last else start_offset - start_offset % self.file_size
+        self.directory.mkdir(parents=True, exist_ok=True)
+        mf = MappedFile(self.directory / offset_to_file_name(base), self.file_size, create=True)
+        self.files.append(mf)
+        return mf
+
+    def last_writable(self, start_offset: int = 0) -> MappedFile:
+        last = self.last
+        if last is None or last.is_full():
+            return self.new_file(start_offset)
+        return last
+
+    # -- recovery and cleanup ------------------------------------------------------------------
+    def set_positions(self, offset: int) -> None:
+        """After recovery: every file below `offset` is full, the one holding it ends there."""
+        for mf in self.files:
+            if mf.from_offset + self.file_size <= offset:
+                mf.wrote_position = mf.flushed_position = self.file_size
+            elif mf.from_offset <= offset:
+                mf.wrote_position = mf.flushed_position = offset - mf.from_offset
+        self.flushed_where = offset
+
+    def truncate_dirty_files(self, offset: int, *, zero: bool = True) -> None:
+        """`truncateDirtyFiles`: cut the stream at `offset`; later files are deleted."""
+        keep = []
+        for mf in self.files:
+            end = mf.from_offset + self.file_size
+            if end <= offset:
+                keep.append(mf)
+            elif mf.from_offset <= offset:
+                pos = offset - mf.from_offset
+                mf.wrote_position = mf.flushed_position = pos
+                if zero and not self.read_only:
+                    mf.zero_from(pos)
+                keep.append(mf)
+            elif self.read_only:
+                mf.close()
+            else:
+                mf.destroy()
+        self.files = keep
+        self.flushed_where = min(self.flushed_where, offset)
+
+    def flush(self) -> int:
+        """Flush every file with unflushed data; returns the stream offset now durable."""
+        for mf in self.files:
+            if mf.from_offset + mf.file_size <= self.flushed_where and mf.flushed_position >= mf.wrote_position:
+                continue
+            mf.flush()
+        self.flushed_where = self.max_offset()
+        return self.flushed_where
+
+    def delete_expired_by_time(self, expired_ms: int, now_ms: int, *, immediately: bool, batch_max: int,
+                               interval_s: float = 0.0, on_delete: Callable[[MappedFile], None] | None = None) -> int:
+        """`deleteExpiredFileByTime`: oldest first, never the last, stop at the first young file."""
+        deleted = 0
+        for mf in list(self.files[:-1]):
+            if not (immediately or mf.last_modified_ms() + expired_ms <= now_ms):
+                break
+            if on_delete:
+                on_delete(mf)
+            mf.destroy()
+            self.files.remove(mf)
+            deleted += 1
+            if deleted >= batch_max:
+                break
+            if interval_s:
+                time.sleep(interval_s)
+        return deleted
+
+    def delete_expired_by_offset(self, keep_from: Callable[[MappedFile], bool]) -> int:
+        """`deleteExpiredFileByOffset`: drop leading files (never the last) that `keep_from` rejects."""
+        deleted = 0
+        for mf in list(self.files[:-1]):
+            if keep_from(mf):
+                break
+            mf.destroy()
+            self.files.remove(mf)
+            deleted += 1
+        return deleted
+
+    def close(self) -> None:
+        for mf in self.files:
+            mf.close()
+
+    def destroy(self) -> None:
+        for mf in self.files:
+            mf.destroy()
+        self.files = []

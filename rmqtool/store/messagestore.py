@@ -1,0 +1,511 @@
+"""MessageStore: the storage engine facade (RocketMQ's DefaultMessageStore).
+
+Opening takes the lock, loads every file, recovers (formats.md §8.2) and starts the flusher.
+`put_messages` runs the put hooks, encodes outside the lock, appends and dispatches
+(ConsumeQueue, index) under the put lock, then runs dispatch listeners in append order and, with
+SYNC_FLUSH, waits for the group commit. Readers go through the ConsumeQueues and the CommitLog.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from rmqtool.errors import InvalidMessage, StoreError
+from rmqtool.layouts import properties as P
+from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH
+from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record, encode_record
+from rmqtool.layouts.msgid import create_offset_msg_id
+from rmqtool.layouts.net import Host
+from rmqtool.store.checkpoint import StoreCheckpoint
+from rmqtool.store.commitlog import CommitLog
+from rmqtool.store.config import StoreConfig, parse_delay_levels
+from rmqtool.store.consumequeue import BLANK_SIZE, ConsumeQueueStore
+from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_message, tags_code_of
+from rmqtool.store.flush import FlushService
+from rmqtool.store.index import IndexService
+from rmqtool.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
+
+log = logging.getLogger(__name__)
+
+__all__ = ["MessageStore", "PutResult", "GetMessageResult", "GetMessageStatus", "PutMessageStatus",
+           "DispatchRequest"]
+
+
+class PutMessageStatus(str, Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+
+
+class GetMessageStatus(str, Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+@dataclass(slots=True)
+class PutResult:
+    status: str
+    msg: MessageExt
+    wrote_offset: int
+    wrote_bytes: int
+    queue_offset: int
+
+    @property
+    def offset_msg_id(self) -> str:
+        return create_offset_msg_id(self.msg.store_host, self.wrote_offset)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == PutMessageStatus.PUT_OK
+
+
+@dataclass
+class GetMessageResult:
+    status: str
+    messages: list[MessageExt] = field(default_factory=list)
+    raw: list[bytes] = field(default_factory=list)
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class MessageStore:
+    """One store directory, open for writing (locked) or read-only."""
+
+    def __init__(self, root: Path, config: StoreConfig, clock: Callable[[], int], read_only: bool) -> None:
+        self.root = root
+        self.config = config
+        self.clock = clock
+        self.read_only = read_only
+        self.put_hooks: list[Callable[[MessageExt], MessageExt]] = []
+        self.dispatch_listeners: list[Callable[[DispatchRequest], None]] = []
+        self.delay_levels_ms = parse_delay_levels(config.message_delay_level)
+        self.store_host = Host(config.broker_ip1, config.listen_port)
+        self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
+        self.commitlog = CommitLog(root / "commitlog", config.mapped_file_size_commit_log, read_only=read_only)
+        self.cqs = ConsumeQueueStore(root / "consumequeue", config.mapped_file_size_consume_queue, read_only=read_only)
+        self.index = (IndexService(root / "index", config.max_hash_slot_num, config.max_index_num, read_only=read_only)
+                      if config.message_index_enable else None)
+        self.dispatcher = Dispatcher(self.cqs, self.index, clock)
+        self.checkpoint: StoreCheckpoint | None = None
+        self.flush_service: FlushService | None = None
+        self.last_exit_ok = True
+        self.closed = False
+        self._lock = StoreLock(root)
+        self._pending: collections.deque[DispatchRequest] = collections.deque()
+        self._listener_lock = threading.RLock()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | Path, config: StoreConfig | None = None, *, clock: Callable[[], int] | None = None,
+             read_only: bool = False) -> MessageStore:
+        """Open (and recover) the store at `root`. StoreError if unusable, StoreLocked if held."""
+        root = Path(root)
+        config = dataclasses.replace(config) if config is not None else StoreConfig()
+        config.store_path_root_dir = root
+        if root.exists() and not root.is_dir():
+            raise StoreError(f"store path {root} is not a directory")
+        if not root.exists():
+            if read_only:
+                raise StoreError(f"no store at {root}")
+            try:
+                root.mkdir(parents=True)
+            except OSError as e:
+                raise StoreError(f"cannot create store directory {root}: {e.strerror}") from None
+        store = cls(root, config, clock or _now_ms, read_only)
+        store._open()
+        return store
+
+    def _open(self) -> None:
+        if not self.read_only:
+            self._lock.acquire()
+        try:
+            self.last_exit_ok = not abort_path(self.root).exists()
+            self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=self.read_only)
+            self.commitlog.load()
+            self.cqs.load()
+            if self.index is not None:
+                self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+            self._recover()
+            if not self.read_only:
+                create_abort(self.root)
+                self.flush_service = FlushService(self._flush_commitlog, self._flush_logics,
+                                                  self.config.flush_interval_commit_log)
+                self.flush_service.start()
+        except BaseException:
+            self._close_files()
+            self._lock.release()
+            raise
+
+    def _recover(self) -> None:
+        """`DefaultMessageStore.recover`: CQs, then the CommitLog from the trusted point, re-dispatching."""
+        max_phy_in_cq = self.cqs.recover()
+        cl = self.commitlog
+        files = cl.mfq.files
+        if not files:
+            if not self.read_only:
+                self.cqs.truncate_dirty(0)
+            return
+        if self.last_exit_ok:
+            start = cl.recover_start_normal()
+            if max_phy_in_cq < 0:
+                start = files[0].from_offset
+            else:
+                holder = cl.mfq.find(max_phy_in_cq)
+                if holder is not None:
+                    start = min(start, holder.from_offset)
+            dispatch_from = max_phy_in_cq
+        else:
+            cp = self.checkpoint
+            assert cp is not None
+            min_ts = cp.min_timestamp_index() if self.index is not None else cp.min_timestamp()
+            start = cl.recover_start_abnormal(min_ts)
+            dispatch_from = start
+        on_record = None
+        if not self.read_only:
+            dispatcher, levels = self.dispatcher, self.delay_levels_ms
+
+            def on_record(msg: MessageExt) -> None:
+                if msg.commit_log_offset >= dispatch_from:
+                    dispatcher.dispatch(request_from_message(msg, levels))
+
+        process = cl.scan_valid(start, check_crc=self.config.check_crc_on_recover, on_record=on_record)
+        cl.truncate(process)
+        self.cqs.truncate_dirty(process)
+        cl.topic_queue_table = self.cqs.queue_offset_table()
+        self.cqs.correct_min_offsets(cl.min_offset)
+        if cl.mfq.files:
+            last = cl.mfq.files[-1]
+            ts = cl.first_record_timestamp(last)
+            cl.last_store_timestamp = ts or 0
+
+    def close(self) -> None:
+        """Clean shutdown: flush everything, write the checkpoint, remove `abort`, release `lock`."""
+        if self.closed:
+            return
+        with self.commitlog.put_lock:
+            self.closed = True
+        if self.flush_service is not None:
+            self.flush_service.stop()
+        if not self.read_only:
+            self._flush_commitlog()
+            self._flush_logics()
+        self._close_files()
+        if not self.read_only:
+            remove_abort(self.root)
+            self._lock.release()
+
+    def _close_files(self) -> None:
+        self.commitlog.close()
+        self.cqs.close()
+        if self.index is not None:
+            self.index.close()
+        if self.checkpoint is not None:
+            self.checkpoint.close()
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- flush ------------------------------------------------------------------------------------
+    def _flush_commitlog(self) -> int:
+        ts = self.commitlog.last_store_timestamp
+        offset = self.commitlog.flush()
+        if ts and self.checkpoint is not None:
+            self.checkpoint.physic_msg_timestamp = ts
+            self.checkpoint.write()
+        return offset
+
+    def _flush_logics(self) -> None:
+        ts = self.dispatcher.last_cq_store_timestamp
+        self.cqs.flush()
+        cp = self.checkpoint
+        if cp is None:
+            return
+        if ts:
+            cp.logics_msg_timestamp = ts
+        if self.index is not None:
+            self.index.flush()
+            if self.index.last_full_end_timestamp > cp.index_msg_timestamp:
+                cp.index_msg_timestamp = self.index.last_full_end_timestamp
+        cp.flush()
+
+    def flush(self) -> None:
+        """Make everything appended so far durable, with the checkpoint."""
+        if self.read_only or self.closed:
+            return
+        self._flush_commitlog()
+        self._flush_logics()
+
+    # -- put --------------------------------------------------------------------------------------
+    def put_message(self, msg: MessageExt) -> PutResult:
+        return self.put_messages([msg])[0]
+
+    def put_messages(self, msgs: list[MessageExt]) -> list[PutResult]:
+        """Append `msgs` in order under one lock (one flush wait for all with SYNC_FLUSH)."""
+        if self.read_only:
+            raise StoreError("store opened read-only")
+        prepared = []
+        file_size = self.config.mapped_file_size_commit_log
+        hooks = self.put_hooks
+        store_host = self.store_host
+        for msg in msgs:
+            for hook in hooks:
+                msg = hook(msg)
+            body_len = len(msg.body)
+            if body_len > self.config.max_message_size:
+                raise InvalidMessage(f"message body is {body_len} bytes, the limit is {self.config.max_message_size}")
+            topic_len = len(msg.topic.encode("utf-8"))
+            if topic_len > 32767:
+                raise InvalidMessage(f"topic is {topic_len} bytes, a record holds at most 32767")
+            msg.store_host = store_host
+            buf = bytearray(encode_record(msg))
+            props_len = len(buf) - body_len - topic_len - (91 if topic_len <= 127 else 92) - (
+                24 if msg.sys_flag & 0x30 == 0x30 else 12 if msg.sys_flag & 0x30 else 0)
+            if props_len > MAX_PROPERTIES_LENGTH:
+                raise InvalidMessage(f"properties are {props_len} bytes, the limit is {MAX_PROPERTIES_LENGTH}")
+            if len(buf) + 8 > file_size:
+                raise InvalidMessage(f"record of {len(buf)} bytes does not fit in a {file_size}-byte commitlog file")
+            prepared.append((msg, buf))
+        results: list[PutResult] = []
+        cl = self.commitlog
+        dispatch = self.dispatcher.dispatch
+        levels = self.delay_levels_ms
+        listeners = bool(self.dispatch_listeners)
+        pending = self._pending
+        append = cl.append_locked
+        with cl.put_lock:
+            if self.closed:
+                raise StoreError("store is closed")
+            now = self.clock()
+            for msg, buf in prepared:
+                phys = append(msg, buf, now)
+                props = msg.properties
+                req = DispatchRequest(
+                    msg.topic, msg.queue_id, phys, len(buf), tags_code_of(msg.topic, props, now, levels), now,
+                    msg.queue_offset, props.get(P.KEYS), props.get(P.UNIQ_KEY), msg.sys_flag,
+                    msg.prepared_transaction_offset, props)
+                dispatch(req)
+                if listeners:
+                    pending.append(req)
+                results.append(PutResult(PutMessageStatus.PUT_OK, msg, phys, len(buf), msg.queue_offset))
+            end = cl.max_offset
+        if listeners:
+            self._run_listeners()
+        if self.sync_flush and self.flush_service is not None:
+            fs = self.flush_service
+            if not fs.wait_flushed(end, self.config.sync_flush_timeout / 1000):
+                if fs.error is not None:
+                    raise StoreError(f"flush failed: {fs.error}")
+                for r in results:
+                    r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return results
+
+    def _run_listeners(self) -> None:
+        """Drain dispatched requests to the listeners in append order (one drainer at a time)."""
+        with self._listener_lock:
+            pending = self._pending
+            while pending:
+                try:
+                    req = pending.popleft()
+                except IndexError:
+                    break
+                for listener in list(self.dispatch_listeners):
+                    try:
+                        listener(req)
+                    except Exception:  # a listener bug must not undo a stored message
+                        log.exception("dispatch listener %r failed", listener)
+
+    # -- get --------------------------------------------------------------------------------------
+    def get_message(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32, *,
+                    tags_codes: set[int] | None = None, filter: Callable[[MessageExt], bool] | None = None,
+                    max_bytes: int = 256 * 1024) -> GetMessageResult:
+        """`DefaultMessageStore.getMessage`: up to `max_msgs` messages from `offset` of one queue."""
+        cq = self.cqs.find(topic, queue_id)
+        if cq is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
+        min_off, max_off = cq.min_offset_in_queue, cq.max_offset_in_queue
+        res = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, min_offset=min_off, max_offset=max_off,
+                               next_begin_offset=offset)
+        if max_off == 0:
+            res.status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+            res.next_begin_offset = 0
+            return res
+        if offset < min_off:
+            res.status = GetMessageStatus.OFFSET_TOO_SMALL
+            res.next_begin_offset = min_off
+            return res
+        if offset == max_off:
+            res.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            return res
+        if offset > max_off:
+            res.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            res.next_begin_offset = min_off if min_off == 0 else max_off
+            return res
+        cl = self.commitlog
+        cl_min = cl.min_offset
+        max_scan = max(800, max_msgs * 20)  # maxFilterMessageCount, in units
+        cur = offset
+        scanned = 0
+        total_bytes = 0
+        removed = False
+        while scanned < max_scan and len(res.messages) < max_msgs and cur < max_off:
+            units = cq.read_units(cur, min(max_scan - scanned, max_off - cur))
+            if not units:
+                break
+            for phys, size, tags_code in units:
+                if len(res.messages) >= max_msgs or (res.messages and total_bytes + size > max_bytes):
+                    break
+                cur += 1
+                scanned += 1
+                if size == BLANK_SIZE:
+                    continue
+                if phys < cl_min:
+                    removed = True
+                    continue
+                if tags_codes is not None and tags_code not in tags_codes:
+                    continue
+                raw = cl.read_bytes(phys, size)
+                if raw is None:
+                    continue
+                try:
+                    msg = decode_record(raw, check_crc=False)
+                except (RecordError, Blank):
+                    continue
+                if filter is not None and not filter(msg):
+                    continue
+                res.messages.append(msg)
+                res.raw.append(raw)
+                total_bytes += size
+            else:
+                continue
+            break
+        res.next_begin_offset = cur
+        if res.messages:
+            res.status = GetMessageStatus.FOUND
+        elif removed:
+            res.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+        return res
+
+    # -- lookups ----------------------------------------------------------------------------------
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.cqs.find(topic, queue_id)
+        return cq.max_offset_in_queue if cq else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.cqs.find(topic, queue_id)
+        return cq.min_offset_in_queue if cq else 0
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.cqs.find(topic, queue_id)
+        unit = cq.get_unit(offset) if cq else None
+        return unit[0] if unit and unit[1] != BLANK_SIZE else 0
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageExt | None:
+        if size is None:
+            size = self.commitlog.record_size_at(commit_log_offset)
+            if size is None or size <= 0:
+                return None
+        raw = self.commitlog.read_bytes(commit_log_offset, size)
+        if raw is None:
+            return None
+        try:
+            return decode_record(raw, check_crc=False)
+        except (RecordError, Blank):
+            return None
+
+    def read_record_bytes(self, commit_log_offset: int, size: int) -> bytes:
+        raw = self.commitlog.read_bytes(commit_log_offset, size)
+        if raw is None:
+            raise StoreError(f"no {size} bytes at commitlog offset {commit_log_offset}")
+        return raw
+
+    def query_message(self, topic: str, key: str, max_num: int = 32, begin_ts: int = 0,
+                      end_ts: int | None = None) -> list[MessageExt]:
+        """Messages whose UNIQ_KEY or a KEYS token is `key` (IndexFile lookup, newest first)."""
+        if self.index is None:
+            return []
+        end = self.clock() if end_ts is None else end_ts
+        out: list[MessageExt] = []
+        seen: set[int] = set()
+        for phys in self.index.query_offsets(topic, key, max_num * 4, begin_ts, end):
+            if phys in seen:
+                continue
+            seen.add(phys)
+            msg = self.look_message_by_offset(phys)
+            if msg is None or msg.topic != topic:
+                continue
+            if msg.uniq_key != key and key not in (msg.keys or "").split(" "):
+                continue  # a hash collision
+            out.append(msg)
+            if len(out) >= max_num:
+                break
+        return out
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.cqs.find(topic, queue_id)
+        unit = cq.get_unit(offset) if cq else None
+        if unit is None or unit[1] == BLANK_SIZE:
+            return -1
+        msg = self.look_message_by_offset(unit[0], unit[1])
+        return msg.store_timestamp if msg else -1
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        return self.get_message_store_timestamp(topic, queue_id, self.get_min_offset_in_queue(topic, queue_id))
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """First queue offset whose message was stored at or after `timestamp` (max offset if none)."""
+        cq = self.cqs.find(topic, queue_id)
+        if cq is None:
+            return 0
+        lo, hi = cq.min_offset_in_queue, cq.max_offset_in_queue
+        while lo < hi:
+            mid = (lo + hi) // 2
+            ts = self.get_message_store_timestamp(topic, queue_id, mid)
+            if ts >= timestamp:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def topic_queues(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, qid in list(self.cqs.queues):
+            out.setdefault(topic, []).append(qid)
+        return {t: sorted(q) for t, q in sorted(out.items())}
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    def clean_expired_files(self, now_ms: int | None = None, *, disk_usage: Callable[[Path], float] | None = None) -> int:
+        """One round of `CleanCommitLogService` + CQ/index cleanup; returns CommitLog files deleted."""
+        from rmqtool.store.cleanup import clean_expired_files
+
+        return clean_expired_files(self, self.clock() if now_ms is None else now_ms, disk_usage=disk_usage)
