@@ -81,6 +81,10 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.clients = ClientManager(self.clock)
         self.locks = RebalanceLockManager(self.clock)
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rmqtool-store")
+        # With async flush a put is a memory copy into the mapped file: running it on the loop thread
+        # avoids a thread hop and GIL hand-offs per request. With sync flush a put waits for the
+        # disk, so it runs on the pool, where concurrent puts share one fsync (group commit).
+        self.inline_store_calls = str(self.config.flush_disk_type).upper() != "SYNC_FLUSH"
         self.loop: asyncio.AbstractEventLoop | None = None
         self.hold: PullHoldService | None = None
         self._tasks: list[asyncio.Task] = []
@@ -170,7 +174,9 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         t.add_done_callback(self._bg.discard)
 
     async def run(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-        """Run a blocking store call on the worker pool."""
+        """Run a store call: inline with async flush, on the worker pool with sync flush."""
+        if self.inline_store_calls:
+            return fn(*args, **kw)
         loop = self.loop or asyncio.get_running_loop()
         if kw:
             return await loop.run_in_executor(self.executor, lambda: fn(*args, **kw))
