@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
-from functools import lru_cache
 import struct
+from functools import lru_cache
 from typing import NamedTuple
 
 
