@@ -47,6 +47,7 @@ MSG_SIZE = 1024
 BATCH = 32
 QUEUES = 8
 BODY = bytes((i * 7) % 251 for i in range(MSG_SIZE))
+BUSY = [0]  # sends refused with SYSTEM_BUSY in this client process
 
 
 # ---------------------------------------------------------------------------------------- targets
@@ -209,6 +210,10 @@ async def rmq_producer(addr: str, topic: str, mode: str, idx: int, stop_at: floa
                 ext["m"] = "true"
                 code, _, _ = await conn.call(320, ext, _batch_body(pid, i))
                 n = BATCH
+            if code in (2, 14):  # SYSTEM_BUSY / SERVICE_NOT_AVAILABLE: flow control, back off and go on
+                BUSY[0] += 1
+                await asyncio.sleep(0.001)
+                continue
             lat.append(time.perf_counter() - t0)
             if code != 0:
                 raise RuntimeError(f"send failed with code {code}")
@@ -388,12 +393,12 @@ def _produce_proc(kind: str, addr: str, topic: str, mode: str, first_idx: int, t
         lat: list[float] = []
         fn = rmq_producer if kind == "rocketmq" else nats_producer
         counts = await asyncio.gather(*(fn(addr, topic, mode, first_idx + i, stop_at, lat) for i in range(tasks)))
-        return sum(counts), lat
+        return sum(counts), lat, BUSY[0]
 
     try:
         out.put(asyncio.run(go()))
     except Exception as e:  # report, do not hang the parent
-        out.put((-1, [str(e)]))
+        out.put((-1, [str(e)], 0))
 
 
 def _consume_proc(kind: str, addr: str, topic: str, queues: list[int], out: mp.Queue) -> None:
@@ -416,6 +421,7 @@ class Result:
     msgs: int
     seconds: float
     lat: list[float]
+    busy: int = 0
 
     @property
     def rate(self) -> float:
@@ -451,7 +457,7 @@ def produce(t: Target, topic: str, mode: str, producers: int, duration: float, c
     if errors:
         raise RuntimeError(f"{t.name} {mode} x{producers}: {errors[0]}")
     return Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r[0] for r in results), duration,
-                  [x for r in results for x in r[1]])
+                  [x for r in results for x in r[1]], sum(r[2] for r in results))
 
 
 def consume(t: Target, topic: str, client_procs: int) -> Result:
@@ -475,8 +481,16 @@ def consume(t: Target, topic: str, client_procs: int) -> Result:
                   [x for r in results for x in r[1]])
 
 
-def bench_target(t: Target, producers: list[int], duration: float, client_procs: int) -> list[Result]:
+def bench_target(t: Target, producers: list[int], duration: float, client_procs: int,
+                 warmup: float) -> list[Result]:
     out = []
+    if warmup > 0:  # JIT, page cache, first mapped files: not measured
+        if t.kind == "rocketmq":
+            asyncio.run(rmq_create_topic(t.broker, "BenchWarmup"))
+        else:
+            asyncio.run(nats_setup(t.broker, "BenchWarmup"))
+        for mode in ("single", "batch"):
+            produce(t, "BenchWarmup", mode, 4, warmup / 2, client_procs)
     for mode in ("single", "batch"):
         topic = f"Bench{mode.capitalize()}"
         if t.kind == "rocketmq":
@@ -496,13 +510,15 @@ def bench_target(t: Target, producers: list[int], duration: float, client_procs:
 
 def _line(r: Result) -> str:
     return (f"{r.target:8s} {r.case}  {r.rate:10.0f} msg/s  {r.rate * MSG_SIZE / 1e6:7.1f} MB/s  "
-            f"p50 {r.pct(50):7.2f} ms  p99 {r.pct(99):7.2f} ms  ({r.msgs} msgs)")
+            f"p50 {r.pct(50):7.2f} ms  p99 {r.pct(99):7.2f} ms  ({r.msgs} msgs"
+            + (f", {r.busy} refused busy)" if r.busy else ")"))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per produce case")
     ap.add_argument("--producers", default="1,4,16")
+    ap.add_argument("--warmup", type=float, default=4.0, help="unmeasured seconds of load first (JIT etc.)")
     ap.add_argument("--targets", default="rmqtool,apache,nats")
     ap.add_argument("--client-procs", type=int, default=max(2, min(4, os.cpu_count() or 2)))
     ap.add_argument("--flush", default="async", choices=["async", "sync"], help="rmqtool serve's --flush")
@@ -530,7 +546,7 @@ def main() -> None:
         else:
             raise SystemExit(f"unknown target {name}")
         try:
-            all_results[name] = bench_target(t, producers, args.duration, args.client_procs)
+            all_results[name] = bench_target(t, producers, args.duration, args.client_procs, args.warmup)
         finally:
             t.stop()
     mine = {r.case: r for r in all_results.get("rmqtool", [])}
