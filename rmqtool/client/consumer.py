@@ -121,6 +121,7 @@ class ConsumerImpl:
         self._rebalance_event: asyncio.Event | None = None
         self.consumed = 0
         self.sent_back = 0
+        self.rebalance_count = 0  # finished rebalance rounds (the CLI waits for the first)
         if message_model == BROADCASTING:
             base = offset_store_dir or default_local_offset_dir()
             self.offset_store: OffsetStore = LocalFileOffsetStore(base / instance.client_id / group / "offsets.json")
@@ -226,6 +227,7 @@ class ConsumerImpl:
                     await self.rebalance_by_topic(topic)
                 except RemotingError as e:
                     log.debug("rebalance of %s failed: %s", topic, e)
+            self.rebalance_count += 1
 
     async def find_consumer_id_list(self, topic: str) -> list[str] | None:
         route = self.instance.routes.get(topic)
