@@ -133,7 +133,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._tasks = [
             asyncio.create_task(self._every(10.0, self._scan_clients), name="client-expiry"),
             asyncio.create_task(self._every(5.0, self._persist_offsets), name="offset-persist"),
-            asyncio.create_task(self._every(30.0, self._refresh_route), name="register-broker"),
+            asyncio.create_task(self._every(30.0, self.register_broker_all), name="register-broker"),
+            asyncio.create_task(self._every(10.0, self._scan_brokers), name="namesrv-expiry"),
             asyncio.create_task(self._every(max(0.2, self.transaction_check_interval_ms / 1000),
                                             self.check_transactions), name="transaction-check"),
         ]
@@ -209,8 +210,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
                                     f"{self.advertised.ip}:{self.advertised.port + 1}", w.topicConfigTable,
                                     w.dataVersion, None)
 
-    def _refresh_route(self) -> None:
-        self.register_broker_all()
+    def _scan_brokers(self) -> None:
+        """The name server's scanNotActiveBroker: every 10 s, drop brokers silent for 120 s."""
         if self.routes is not None:
             self.routes.scan_not_active_broker()
 

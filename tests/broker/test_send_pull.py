@@ -202,3 +202,11 @@ def test_oneway_requests_are_never_answered(serve, broker):
 def test_unknown_code_is_not_supported(serve, broker):
     r = broker.request(9999, {})
     assert r.code == 3 and "9999" in r.remark
+
+
+def test_lite_pull_code_361_of_the_5x_lite_pull_consumer(serve, broker):
+    assert broker.request(310, send_ext("SP_Lite", 0), b"lite").code == 0
+    ext = pull_ext("SP_Lite", "cg_lite", 0, sys_flag=22, suspend_ms=20000)
+    ext["maxMsgNums"] = 10
+    r = broker.request(361, ext)
+    assert r.code == 0 and [m.body for m in decode_records(r.body)] == [b"lite"]
