@@ -94,6 +94,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             RequestCode.SEND_BATCH_MESSAGE: self.process_send,
             RequestCode.CONSUMER_SEND_MSG_BACK: self.process_send_back,
             RequestCode.PULL_MESSAGE: self.process_pull,
+            RequestCode.LITE_PULL_MESSAGE: self.process_pull,  # 5.x DefaultLitePullConsumer, same header
             RequestCode.HEART_BEAT: self.process_heartbeat,
             RequestCode.UNREGISTER_CLIENT: self.process_unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.process_consumer_list,
@@ -218,6 +219,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         if fn is None:
             if self.namesrv is not None and self.namesrv.handles(cmd.code):
                 return await self.namesrv.process(cmd, conn)
+            log.info("request code %s from %s (%s v%s) not supported", cmd.code, conn.peer, cmd.language,
+                     cmd.version)
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 remark=f" request type {cmd.code} not supported")
         try:

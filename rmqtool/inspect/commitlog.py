@@ -206,6 +206,9 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                                       f"physicalOffset is {phys}, the record sits at {base + pos}")
                     last_shift = shift
                 (store_ts,) = unpack_i64(buf, pos + 48 + hl)
+                if stopped:  # after the point recovery stops at: checked, but not part of the store
+                    pos += total
+                    continue
                 if res.first_store_timestamp == 0:
                     res.first_store_timestamp = store_ts
                 if store_ts > res.last_store_timestamp:
@@ -226,8 +229,7 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                     on_record(base + pos, total, topic, qid, qoff, sysflag)
                 res.records += 1
                 pos += total
-                if not stopped:
-                    res.end_offset = base + pos
+                res.end_offset = base + pos
             res.bytes_checked += pos
             if progress is not None:
                 progress(end)

@@ -45,7 +45,7 @@ from rmqtool.layouts.consumequeue import CqUnit
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER, IndexEntry, IndexHeader
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, body_crc, decode_record
 from rmqtool.layouts.msgid import decode_offset_msg_id
-from rmqtool.layouts.timer import TIMER_SLOT, TimerLogBlank, TimerLogUnit, TimerSlot
+from rmqtool.layouts.timer import TimerLogBlank, TimerLogUnit, TimerSlot
 
 KINDS = ("commitlog", "consumequeue", "index", "timerlog", "timerwheel", "checkpoint", "timercheck", "config",
          "store")

@@ -107,12 +107,13 @@ class PeriodicService:
             self._thread = None
 
 
-# Factories that give a freshly opened broker its services (the timers helper's delay-level and
-# timer services). Modules named in SERVICE_PLUGINS are imported on open; each may define
-# `attach(broker) -> Iterable[Service] | Service | None` (and register put hooks on broker.store).
+# Factories that give a freshly opened broker its services: `factory(broker)` may register put
+# hooks on broker.store and returns (or appends to broker.services) its Service objects.
+# SERVICE_PLUGINS names "module:function" factories imported on open: the delay-level and timer
+# delivery of rmqtool.store.timer.
 ServiceFactory = Callable[["LocalBroker"], "Iterable[Service] | Service | None"]
 SERVICE_FACTORIES: list[ServiceFactory] = []
-SERVICE_PLUGINS: tuple[str, ...] = ("rmqtool.store.schedule", "rmqtool.store.timer")
+SERVICE_PLUGINS: tuple[str, ...] = ("rmqtool.store.timer:attach_delivery",)
 
 
 def register_service_factory(factory: ServiceFactory) -> ServiceFactory:
@@ -124,14 +125,15 @@ def register_service_factory(factory: ServiceFactory) -> ServiceFactory:
 
 def _plugin_factories() -> list[ServiceFactory]:
     out: list[ServiceFactory] = []
-    for name in SERVICE_PLUGINS:
+    for spec in SERVICE_PLUGINS:
+        name, _, func = spec.partition(":")
         try:
             mod = importlib.import_module(name)
         except ModuleNotFoundError as e:
             if e.name is not None and name.startswith(e.name):
                 continue
             raise
-        attach = getattr(mod, "attach", None)
+        attach = getattr(mod, func or "attach", None)
         if callable(attach):
             out.append(attach)
     return out
@@ -209,7 +211,9 @@ class LocalBroker:
                     got = factory(self)
                     if got is None:
                         continue
-                    self.services.extend([got] if isinstance(got, Service) else list(got))
+                    for svc in [got] if isinstance(got, Service) else list(got):
+                        if not any(svc is s for s in self.services):
+                            self.services.append(svc)
 
     @classmethod
     def open(cls, root: str | Path, config: Any | None = None, *, clock: Callable[[], int] | None = None,

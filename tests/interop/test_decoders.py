@@ -273,7 +273,7 @@ def test_external_decoders_read_a_store_written_by_rmqtool_send(tmp_path, rmq):
         check_against_sent(sent, records, reader=reader)
         by_offset = {r["commitLogOffset"]: r for r in records if "topic" in r}
         for res in results:
-            rec = by_offset[decode_offset_msg_id(res["offsetMsgId"]).offset]
+            rec = by_offset[decode_offset_msg_id(res["offsetMsgId"]).commit_log_offset]
             assert (rec["topic"], rec["queueId"], rec["queueOffset"]) == (res["topic"], res["queueId"],
                                                                           res["queueOffset"])
             assert rec["msgId"] == res["offsetMsgId"]
