@@ -29,12 +29,11 @@ class Host(NamedTuple):
         return cls(str(ipaddress.ip_address(ip)), int(port))
 
 
-@lru_cache(maxsize=4096)  # hot path: every record encodes two hosts
+@lru_cache(maxsize=4096)  # hot path: every stored record packs two hosts
 def pack_host(host: Host) -> bytes:
     return ipaddress.ip_address(host.ip).packed + struct.pack(">i", host.port)
 
 
-@lru_cache(maxsize=4096)  # hot path: every record decodes two hosts
 def unpack_host(raw: bytes) -> Host:
     if len(raw) == 8:
         return Host(str(ipaddress.IPv4Address(raw[:4])), struct.unpack(">i", raw[4:])[0])

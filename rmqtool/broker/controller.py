@@ -1,0 +1,266 @@
+"""The broker of `rmqtool serve`: request dispatch, background tasks, LocalBroker underneath.
+
+`BrokerController` plays RocketMQ's BrokerController + NettyRemotingServer processors: each
+request family lives in its own module (send, pull, clientmanage, admin, transaction) as a
+mixin; this module wires them to request codes, runs store calls on a thread pool (the store
+is synchronous; a sync-flush put must not stall other connections, and concurrent puts share
+one fsync through the store's group commit), keeps the name server's route up to date and runs
+the periodic jobs (client expiry, transaction check-back, offset persistence).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from rmqtool.broker.admin import AdminProcessor
+from rmqtool.broker.clientmanage import ClientManageProcessor
+from rmqtool.broker.clients import ClientManager
+from rmqtool.broker.locks import RebalanceLockManager
+from rmqtool.broker.longpoll import PullHoldService
+from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
+from rmqtool.broker.pull import PullProcessor
+from rmqtool.broker.send import SendProcessor
+from rmqtool.broker.transaction import TransactionProcessor
+from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic, StoreError
+from rmqtool.layouts.net import Host
+from rmqtool.remoting.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rmqtool.remoting.codes import RequestCode, ResponseCode
+from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import HeaderError
+from rmqtool.remoting.transport import Connection
+
+log = logging.getLogger("rmqtool.broker")
+
+T = TypeVar("T")
+Processor = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | None]]
+
+
+def _flag(extra: dict[str, str], name: str, default: bool) -> bool:
+    v = extra.get(name)
+    return default if v is None else v.strip().lower() == "true"
+
+
+def _int(extra: dict[str, str], name: str, default: int) -> int:
+    try:
+        return int(extra.get(name, default))
+    except (TypeError, ValueError):
+        return default
+
+
+class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, AdminProcessor, TransactionProcessor):
+    """One broker (id 0, master) over a LocalBroker, answering remoting requests."""
+
+    def __init__(self, local: Any, advertised: Host, *, routes: RouteInfoManager | None = None,
+                 workers: int = 16) -> None:
+        self.local = local
+        self.store = local.store
+        self.config = local.config
+        self.clock: Callable[[], int] = local.clock
+        self.advertised = advertised
+        self.broker_addr = str(advertised)
+        self.broker_name = self.config.broker_name
+        self.cluster_name = self.config.broker_cluster_name
+        self.routes = routes
+        self.namesrv = NameServerProcessor(routes) if routes is not None else None
+        extra: dict[str, str] = dict(getattr(self.config, "extra", {}) or {})
+        # SQL92 filtering is on by default here (RocketMQ's enablePropertyFilter defaults to false)
+        self.enable_property_filter = _flag(extra, "enablePropertyFilter", True)
+        self.long_polling_enable = _flag(extra, "longPollingEnable", True)
+        self.short_polling_ms = _int(extra, "shortPollingTimeMills", 1000)
+        self.transaction_check_interval_ms = _int(extra, "transactionCheckInterval", 60_000)
+        self.transaction_timeout_ms = _int(extra, "transactionTimeOut", 6_000)
+        self.transaction_check_max = _int(extra, "transactionCheckMax", 15)
+        self.region_id = extra.get("regionId", "DefaultRegion")
+        self.trace_on = extra.get("traceOn", "true")
+        self.clients = ClientManager(self.clock)
+        self.locks = RebalanceLockManager(self.clock)
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rmqtool-store")
+        # With async flush a put is a memory copy into the mapped file: running it on the loop thread
+        # avoids a thread hop and GIL hand-offs per request. With sync flush a put waits for the
+        # disk, so it runs on the pool, where concurrent puts share one fsync (group commit).
+        self.inline_store_calls = str(self.config.flush_disk_type).upper() != "SYNC_FLUSH"
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.hold: PullHoldService | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._bg: set[asyncio.Task] = set()
+        self.boot_ms = self.clock()
+        self.stats = {"put": 0, "get": 0}
+        self._registered_version: tuple[int, int] | None = None
+        self.handlers: dict[int, Processor] = {
+            RequestCode.SEND_MESSAGE: self.process_send,
+            RequestCode.SEND_MESSAGE_V2: self.process_send,
+            RequestCode.SEND_BATCH_MESSAGE: self.process_send,
+            RequestCode.CONSUMER_SEND_MSG_BACK: self.process_send_back,
+            RequestCode.PULL_MESSAGE: self.process_pull,
+            RequestCode.LITE_PULL_MESSAGE: self.process_pull,  # 5.x DefaultLitePullConsumer, same header
+            RequestCode.HEART_BEAT: self.process_heartbeat,
+            RequestCode.UNREGISTER_CLIENT: self.process_unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.process_consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.process_query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.process_update_consumer_offset,
+            RequestCode.LOCK_BATCH_MQ: self.process_lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: self.process_unlock_batch,
+            RequestCode.CHECK_CLIENT_CONFIG: self.process_check_client_config,
+            RequestCode.GET_MAX_OFFSET: self.process_get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.process_get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.process_search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.process_earliest_msg_storetime,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.process_view_message,
+            RequestCode.QUERY_MESSAGE: self.process_query_message,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.process_update_and_create_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.process_get_all_topic_config,
+            RequestCode.GET_TOPIC_STATS_INFO: self.process_topic_stats,
+            RequestCode.GET_CONSUME_STATS: self.process_consume_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.process_consumer_connection_list,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.process_broker_runtime_info,
+            RequestCode.END_TRANSACTION: self.process_end_transaction,
+        }
+
+    # ------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.hold = PullHoldService(self.loop)
+        self.store.dispatch_listeners.append(self._on_dispatch)
+        self.register_broker_all()
+        for svc in getattr(self.local, "services", []):
+            svc.start()
+        self._tasks = [
+            asyncio.create_task(self._every(10.0, self._scan_clients), name="client-expiry"),
+            asyncio.create_task(self._every(5.0, self._persist_offsets), name="offset-persist"),
+            asyncio.create_task(self._every(30.0, self.register_broker_all), name="register-broker"),
+            asyncio.create_task(self._every(10.0, self._scan_brokers), name="namesrv-expiry"),
+            asyncio.create_task(self._every(max(0.2, self.transaction_check_interval_ms / 1000),
+                                            self.check_transactions), name="transaction-check"),
+        ]
+
+    async def stop(self) -> None:
+        for t in self._tasks + list(self._bg):
+            t.cancel()
+        for t in self._tasks + list(self._bg):
+            with contextlib.suppress(BaseException):
+                await t
+        if self.hold is not None:
+            self.hold.wake_all()
+        for svc in getattr(self.local, "services", []):
+            with contextlib.suppress(Exception):
+                svc.stop()
+        with contextlib.suppress(ValueError):
+            self.store.dispatch_listeners.remove(self._on_dispatch)
+        await asyncio.get_running_loop().run_in_executor(None, self.executor.shutdown, True)
+        with contextlib.suppress(Exception):
+            self.local.offsets.persist()
+
+    async def _every(self, seconds: float, fn: Callable[[], Any]) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                r = fn()
+                if asyncio.iscoroutine(r):
+                    await r
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    def spawn(self, coro: Awaitable[Any]) -> None:
+        """Fire-and-forget a coroutine (oneway notifications), keeping a reference until done."""
+        t = asyncio.ensure_future(coro)
+        self._bg.add(t)
+        t.add_done_callback(self._bg.discard)
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        """Run a store call: inline with async flush, on the worker pool with sync flush."""
+        if self.inline_store_calls:
+            return fn(*args, **kw)
+        loop = self.loop or asyncio.get_running_loop()
+        if kw:
+            return await loop.run_in_executor(self.executor, lambda: fn(*args, **kw))
+        return await loop.run_in_executor(self.executor, fn, *args)
+
+    def _on_dispatch(self, req: Any) -> None:
+        hold = self.hold
+        if hold is not None:
+            hold.notify_threadsafe(req.topic, req.queue_id)
+
+    # ------------------------------------------------------------ name server registration
+    def topic_config_wrapper(self) -> TopicConfigSerializeWrapper:
+        topics = self.local.topics
+        dv = topics.data_version
+        table = {name: to_wire_topic_config(tc) for name, tc in list(topics.table.items())}
+        return TopicConfigSerializeWrapper(table, DataVersion(dv.counter, dv.timestamp,
+                                                              getattr(dv, "state_version", 0)))
+
+    def register_broker_all(self) -> None:
+        """`registerBrokerAll`: publish the topic table to the in-process name server."""
+        if self.routes is None:
+            return
+        version = (self.local.topics.data_version.counter, self.local.topics.data_version.timestamp)
+        if version == self._registered_version and self.broker_addr in self.routes.broker_live_table:
+            self.routes.broker_live_table[self.broker_addr].last_update_ms = self.clock()
+            return
+        self._registered_version = version
+        w = self.topic_config_wrapper()
+        self.routes.register_broker(self.cluster_name, self.broker_addr, self.broker_name, 0,
+                                    f"{self.advertised.ip}:{self.advertised.port + 1}", w.topicConfigTable,
+                                    w.dataVersion, None)
+
+    def _scan_brokers(self) -> None:
+        """The name server's scanNotActiveBroker: every 10 s, drop brokers silent for 120 s."""
+        if self.routes is not None:
+            self.routes.scan_not_active_broker()
+
+    def _persist_offsets(self) -> Any:
+        if getattr(self.local.offsets, "dirty", True):
+            return self.run(self.local.offsets.persist)
+        return None
+
+    # ------------------------------------------------------------ dispatch
+    async def handle(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        fn = self.handlers.get(cmd.code)
+        if fn is None:
+            if self.namesrv is not None and self.namesrv.handles(cmd.code):
+                return await self.namesrv.process(cmd, conn)
+            log.info("request code %s from %s (%s v%s) not supported", cmd.code, conn.peer, cmd.language,
+                     cmd.version)
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                remark=f" request type {cmd.code} not supported")
+        try:
+            return await fn(cmd, conn)
+        except HeaderError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
+        except InvalidTopic as e:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, remark=str(e))
+        except InvalidMessage as e:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, remark=str(e))
+        except InvalidInput as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
+        except StoreError as e:
+            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, remark=str(e))
+
+    def on_close(self, conn: Connection) -> None:
+        """A channel closed: it leaves every group (`doChannelCloseEvent`)."""
+        for group in self.clients.channel_closed(conn):
+            self.notify_consumer_ids_changed(group)
+
+    def _scan_clients(self) -> None:
+        stale, groups = self.clients.scan_not_active()
+        for conn in stale:
+            log.info("closing %s: no heartbeat for 120 s", conn.peer)
+            self.spawn(conn.close())
+        for group in groups:
+            self.notify_consumer_ids_changed(group)
+
+    def now(self) -> int:
+        return self.clock() if self.clock else int(time.time() * 1000)
+
+
+def to_wire_topic_config(tc: Any) -> TopicConfig:
+    """The store's TopicConfig (snake_case) as the remoting body class."""
+    return TopicConfig(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type,
+                       tc.topic_sys_flag, bool(tc.order), dict(getattr(tc, "attributes", {}) or {}))

@@ -1,0 +1,206 @@
+"""Name server: RouteInfoManager and its request processor (protocol.md §3, §8).
+
+Holds which broker serves which topic. The broker of `rmqtool serve` registers in-process;
+other broker processes (Apache's or another `serve`) register over REGISTER_BROKER and expire
+120 s after their last registration or at once when their channel closes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rmqtool.remoting import fastjson
+from rmqtool.remoting.bodies import (
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    KVTable,
+    QueueData,
+    RegisterBrokerBody,
+    TopicConfig,
+    TopicRouteData,
+)
+from rmqtool.remoting.codes import V4_9_4, RequestCode, ResponseCode
+from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import (
+    GetRouteInfoRequestHeader,
+    HeaderError,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+)
+from rmqtool.remoting.transport import Connection
+
+log = logging.getLogger("rmqtool.namesrv")
+
+BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
+
+
+@dataclass
+class BrokerLiveInfo:
+    last_update_ms: int
+    data_version: DataVersion
+    conn: Connection | None
+    ha_server_addr: str = ""
+
+
+@dataclass
+class RouteInfoManager:
+    """`RouteInfoManager` of 4.x: topic -> queue data, broker name -> addresses, liveness."""
+
+    clock: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    topic_queue_table: dict[str, dict[str, QueueData]] = field(default_factory=dict)
+    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
+    cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
+    broker_live_table: dict[str, BrokerLiveInfo] = field(default_factory=dict)
+
+    def register_broker(self, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str,
+                        topics: dict[str, TopicConfig] | None, data_version: DataVersion,
+                        conn: Connection | None = None) -> None:
+        self.cluster_addr_table.setdefault(cluster, set()).add(name)
+        bd = self.broker_addr_table.get(name)
+        first = bd is None
+        if bd is None:
+            bd = self.broker_addr_table[name] = BrokerData(cluster, name, {})
+        for bid, a in list(bd.brokerAddrs.items()):  # the same address under another id moves
+            if a == addr and bid != broker_id:
+                del bd.brokerAddrs[bid]
+        first = first or bd.brokerAddrs.get(broker_id) != addr
+        bd.brokerAddrs[broker_id] = addr
+        prev = self.broker_live_table.get(addr)
+        changed = prev is None or prev.data_version != data_version
+        if broker_id == 0 and topics is not None and (changed or first):
+            for tc in topics.values():
+                self.topic_queue_table.setdefault(tc.topicName, {})[name] = QueueData(
+                    name, tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag)
+            # topics this master no longer has lose its queue data
+            for topic in list(self.topic_queue_table):
+                if topic not in topics and name in self.topic_queue_table[topic]:
+                    del self.topic_queue_table[topic][name]
+                    if not self.topic_queue_table[topic]:
+                        del self.topic_queue_table[topic]
+        self.broker_live_table[addr] = BrokerLiveInfo(self.clock(), data_version, conn, ha_addr)
+
+    def unregister_broker(self, cluster: str, addr: str, name: str, broker_id: int) -> None:
+        self.broker_live_table.pop(addr, None)
+        bd = self.broker_addr_table.get(name)
+        if bd is None:
+            return
+        if bd.brokerAddrs.get(broker_id) == addr:
+            del bd.brokerAddrs[broker_id]
+        if not bd.brokerAddrs:
+            self._remove_broker_name(name)
+
+    def _remove_broker_name(self, name: str) -> None:
+        self.broker_addr_table.pop(name, None)
+        for names in self.cluster_addr_table.values():
+            names.discard(name)
+        for cluster in [c for c, names in self.cluster_addr_table.items() if not names]:
+            del self.cluster_addr_table[cluster]
+        for topic in list(self.topic_queue_table):
+            self.topic_queue_table[topic].pop(name, None)
+            if not self.topic_queue_table[topic]:
+                del self.topic_queue_table[topic]
+
+    def _drop_addr(self, addr: str) -> None:
+        self.broker_live_table.pop(addr, None)
+        for name, bd in list(self.broker_addr_table.items()):
+            for bid, a in list(bd.brokerAddrs.items()):
+                if a == addr:
+                    del bd.brokerAddrs[bid]
+            if not bd.brokerAddrs:
+                self._remove_broker_name(name)
+
+    def scan_not_active_broker(self, now_ms: int | None = None) -> list[str]:
+        """Drop brokers whose last registration is older than 120 s (never the in-process one)."""
+        now = self.clock() if now_ms is None else now_ms
+        dead = [a for a, info in self.broker_live_table.items()
+                if info.conn is not None and now - info.last_update_ms > BROKER_CHANNEL_EXPIRED_TIME_MS]
+        for addr in dead:
+            log.info("broker %s expired (no registration for 120 s)", addr)
+            self._drop_addr(addr)
+        return dead
+
+    def on_channel_destroy(self, conn: Connection) -> None:
+        for addr in [a for a, info in self.broker_live_table.items() if info.conn is conn]:
+            self._drop_addr(addr)
+
+    def pickup_topic_route_data(self, topic: str) -> TopicRouteData | None:
+        qds = self.topic_queue_table.get(topic)
+        if not qds:
+            return None
+        route = TopicRouteData()
+        for name in sorted(qds):
+            bd = self.broker_addr_table.get(name)
+            if bd is None:
+                continue
+            route.queueDatas.append(qds[name])
+            route.brokerDatas.append(BrokerData(bd.cluster, bd.brokerName, dict(bd.brokerAddrs)))
+        if not route.brokerDatas:
+            return None
+        return route
+
+    def cluster_info(self) -> ClusterInfo:
+        return ClusterInfo({n: BrokerData(b.cluster, b.brokerName, dict(b.brokerAddrs))
+                            for n, b in self.broker_addr_table.items()},
+                           {c: sorted(n) for c, n in self.cluster_addr_table.items()})
+
+
+class NameServerProcessor:
+    """`DefaultRequestProcessor`: answers the name-server request codes."""
+
+    def __init__(self, routes: RouteInfoManager) -> None:
+        self.routes = routes
+
+    def handles(self, code: int) -> bool:
+        return code in (RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO,
+                        RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
+                        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+
+    async def process(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        try:
+            if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+                return self.get_route_info(cmd)
+            if cmd.code == RequestCode.GET_BROKER_CLUSTER_INFO:
+                return cmd.response(body=fastjson.dumpb(self.routes.cluster_info(), quote_keys=False))
+            if cmd.code == RequestCode.REGISTER_BROKER:
+                return self.register_broker(cmd, conn)
+            if cmd.code == RequestCode.UNREGISTER_BROKER:
+                h = UnRegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
+                self.routes.unregister_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId)
+                return cmd.response()
+            if cmd.code == RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER:
+                return cmd.response(body=fastjson.dumpb({"topicList": sorted(self.routes.topic_queue_table)}))
+        except HeaderError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported")
+
+    def get_route_info(self, cmd: RemotingCommand) -> RemotingCommand:
+        h = GetRouteInfoRequestHeader.from_ext(cmd.ext_fields)
+        route = self.routes.pickup_topic_route_data(h.topic)
+        if route is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                remark=f"No topic route info in name server for the topic: {h.topic}")
+        standard = cmd.version >= V4_9_4 or bool(h.acceptStandardJsonOnly)
+        body = fastjson.dumpb(route, quote_keys=standard, browser_compatible=standard)
+        return cmd.response(body=body)
+
+    def register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = RegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
+        if h.bodyCrc32 and cmd.body and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != h.bodyCrc32:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark="crc32 not match")
+        try:
+            body = RegisterBrokerBody.decode(cmd.body, bool(h.compressed))
+        except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"bad register body: {e}")
+        w = body.topicConfigSerializeWrapper
+        self.routes.register_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId, h.haServerAddr,
+                                    w.topicConfigTable, w.dataVersion, conn)
+        master = self.routes.broker_addr_table[h.brokerName].brokerAddrs.get(0)
+        resp = RegisterBrokerResponseHeader(h.haServerAddr if h.brokerId == 0 else None,
+                                            master if h.brokerId != 0 else None)
+        return cmd.response(ext_fields=resp.to_ext(), body=fastjson.dumpb(KVTable()))

@@ -1,0 +1,153 @@
+"""PULL_MESSAGE (11) with tag / SQL92 filtering and long polling (protocol.md §4.5, §7.6).
+
+`PullMessageProcessor` of the Java broker: checks (group, topic, queue, subscription), one store
+read, the GetMessageStatus -> response code table, and, when nothing new is there and the client
+allows suspending, a hold until a message arrives on the queue or the hold time ends. The hold
+ends before the client's own timeout: at most suspendTimeoutMillis (minus a margin), never
+beyond 25 s. Filtered-out messages are skipped over by nextBeginOffset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from rmqtool.broker.sql92 import SelectorError, compile_selector
+from rmqtool.layouts.message import MessageExt
+from rmqtool.remoting.bodies import SubscriptionData
+from rmqtool.remoting.codes import ResponseCode
+from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
+from rmqtool.remoting.transport import Connection
+
+PERM_READ = 4
+MAX_TRANSFER_BYTES = 256 * 1024  # maxTransferBytesOnMessageInMemory
+MAX_TRANSFER_COUNT = 32
+MAX_HOLD_MS = 25_000
+
+# GetMessageStatus -> (code, offset-moved when the requested offset is not 0)
+_STATUS = {
+    "FOUND": ResponseCode.SUCCESS,
+    "NO_MATCHED_MESSAGE": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "MESSAGE_WAS_REMOVING": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "OFFSET_FOUND_NULL": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_ONE": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_BADLY": ResponseCode.PULL_OFFSET_MOVED,
+    "OFFSET_TOO_SMALL": ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+def hold_ms(suspend_ms: int) -> int:
+    """How long to hold a pull: answered before the client's timeout (= suspend time for some)."""
+    if suspend_ms <= 0:
+        return 0
+    margin = min(500, suspend_ms // 10)
+    return max(0, min(suspend_ms, MAX_HOLD_MS) - margin)
+
+
+class PullProcessor:
+    async def process_pull(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
+        group_cfg = self.local.subscriptions.find(h.consumerGroup)
+        if group_cfg is None:
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                remark=f"subscription group [{h.consumerGroup}] does not exist")
+        if not group_cfg.consume_enable:
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                remark=f"subscription group no permission, {h.consumerGroup}")
+        tc = self.local.topics.select(h.topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                remark=f"topic[{h.topic}] not exist, apply first please!")
+        if not tc.perm & PERM_READ:
+            return cmd.response(ResponseCode.NO_PERMISSION, remark=f"the topic[{h.topic}] pulling message is forbidden")
+        if h.queueId < 0 or h.queueId >= tc.read_queue_nums:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                remark=f"queueId[{h.queueId}] is illegal, topic:[{h.topic}] "
+                                       f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{conn.peer}]")
+        if h.sysFlag & PullSysFlag.SUBSCRIPTION:
+            sub = SubscriptionData.build(h.topic, h.subscription, h.expressionType, h.subVersion)
+        else:
+            sub = self.clients.find_subscription(h.consumerGroup, h.topic)
+            if sub is None:
+                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                    remark="the consumer's subscription not exist")
+            if sub.subVersion < h.subVersion:
+                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST,
+                                    remark="the consumer's subscription not latest")
+        try:
+            match = self._message_filter(sub)
+        except SelectorError as e:
+            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark=f"parse the consumer's subscription "
+                                f"failed: {e}")
+        except PermissionError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
+        if h.sysFlag & PullSysFlag.COMMIT_OFFSET and h.commitOffset >= 0:
+            self.local.offsets.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        max_msgs = max(1, min(h.maxMsgNums, MAX_TRANSFER_COUNT * 32))
+        codes, flt = match
+        resp = await self._pull_once(cmd, h, max_msgs, codes, flt)
+        if resp.code != ResponseCode.PULL_NOT_FOUND or not h.sysFlag & PullSysFlag.SUSPEND:
+            return resp
+        # long polling: hold until a message arrives on this queue or the hold time ends
+        hold = self.hold
+        loop = asyncio.get_running_loop()
+        wait_ms = hold_ms(h.suspendTimeoutMillis) if self.long_polling_enable else self.short_polling_ms
+        deadline = loop.time() + wait_ms / 1000
+        store = self.store
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return resp
+            woke = await hold.wait(h.topic, h.queueId, remaining,
+                                   lambda: store.get_max_offset_in_queue(h.topic, h.queueId) > h.queueOffset)
+            if not woke:
+                # the hold ended: one last look, then answer what it gives (usually PULL_NOT_FOUND)
+                return await self._pull_once(cmd, h, max_msgs, codes, flt)
+            resp = await self._pull_once(cmd, h, max_msgs, codes, flt)
+            if resp.code != ResponseCode.PULL_NOT_FOUND:
+                return resp
+
+    def _message_filter(self: Any, sub: SubscriptionData) -> tuple[set[int] | None,
+                                                                   Callable[[MessageExt], bool] | None]:
+        """(tag hash codes, property filter) for the store read; codes are recomputed from the tags."""
+        etype = (sub.expressionType or "TAG").upper()
+        if etype == "SQL92":
+            if not self.enable_property_filter:
+                raise PermissionError("The broker does not support consumer to filter message by SQL92")
+            sel = compile_selector(sub.subString)
+            return None, lambda m: sel(m.properties)
+        if etype != "TAG":
+            raise SelectorError(f"unknown expression type {etype}")
+        if sub.is_all:
+            return None, None
+        from rmqtool.layouts.javahash import java_string_hash
+
+        return {java_string_hash(t) for t in sub.tagsSet}, None
+
+    async def _pull_once(self: Any, cmd: RemotingCommand, h: PullMessageRequestHeader, max_msgs: int,
+                         codes: set[int] | None, flt: Callable[[MessageExt], bool] | None) -> RemotingCommand:
+        store = self.store
+        kw: dict[str, Any] = {"max_bytes": MAX_TRANSFER_BYTES}
+        if codes is not None:
+            kw["tags_codes"] = codes
+        if flt is not None:
+            kw["filter"] = flt
+        result = await self.run(store.get_message, h.topic, h.queueId, h.queueOffset, max_msgs, **kw)
+        status = str(getattr(result.status, "name", result.status))
+        code = _STATUS.get(status)
+        if status in ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"):
+            code = ResponseCode.PULL_NOT_FOUND if h.queueOffset == 0 else ResponseCode.PULL_OFFSET_MOVED
+        elif code is None:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        body = b""
+        if code == ResponseCode.SUCCESS:
+            raw = getattr(result, "raw", None)
+            body = b"".join(raw) if raw else b""
+            if not body:  # never answer FOUND without a record (Java clients NPE)
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            else:
+                self.stats["get"] += len(raw)
+        ext = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset).to_ext()
+        return cmd.response(code, ext_fields=ext, body=body)

@@ -1,0 +1,216 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), CONSUMER_SEND_MSG_BACK (36).
+
+`SendMessageProcessor` of the Java broker (protocol.md §4.1, §4.9): header checks in the order
+of `msgCheck`, topic auto-creation from the request's default topic, the retry -> DLQ decision
+with the client's maxReconsumeTimes, transactional half messages (transaction.py), then the
+store. The send response carries the offset msgId, queue id and queue offset, MSG_REGION and
+TRACE_ON, which clients read.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from typing import Any
+
+from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic
+from rmqtool.layouts import properties as P
+from rmqtool.layouts.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from rmqtool.layouts.message import MessageExt
+from rmqtool.remoting.codes import ResponseCode
+from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    send_header_from_ext,
+)
+from rmqtool.remoting.transport import Connection
+from rmqtool.validators import check_topic
+
+PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
+V3_4_9 = 121  # maxReconsumeTimes in the header is honoured from this client version on
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+    "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+})
+
+# PutMessageStatus -> response code (SendMessageProcessor.handlePutMessageResult)
+PUT_STATUS_CODES = {
+    "PUT_OK": ResponseCode.SUCCESS,
+    "FLUSH_DISK_TIMEOUT": ResponseCode.FLUSH_DISK_TIMEOUT,
+    "FLUSH_SLAVE_TIMEOUT": ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    "SLAVE_NOT_AVAILABLE": ResponseCode.SLAVE_NOT_AVAILABLE,
+    "CREATE_MAPPED_FILE_FAILED": ResponseCode.SYSTEM_ERROR,
+    "MESSAGE_ILLEGAL": ResponseCode.MESSAGE_ILLEGAL,
+    "PROPERTIES_SIZE_EXCEEDED": ResponseCode.MESSAGE_ILLEGAL,
+    "SERVICE_NOT_AVAILABLE": ResponseCode.SERVICE_NOT_AVAILABLE,
+    "OS_PAGE_CACHE_BUSY": ResponseCode.SYSTEM_BUSY,
+    "OS_PAGECACHE_BUSY": ResponseCode.SYSTEM_BUSY,
+    "UNKNOWN_ERROR": ResponseCode.SYSTEM_ERROR,
+}
+_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
+
+
+def status_name(status: Any) -> str:
+    """PutMessageStatus as a name, whether the store gives a str or an Enum."""
+    return str(getattr(status, "name", status))
+
+
+def decode_batch_body(body: bytes) -> list[tuple[int, bytes, str]]:
+    """`MessageDecoder.decodeMessages`: (flag, body, properties text) of each inner message."""
+    out = []
+    p, n = 0, len(body)
+    while p < n:
+        if p + 20 > n:
+            raise InvalidMessage("batch body cut short")
+        total, _magic, _crc, flag, blen = _BATCH_HEAD.unpack_from(body, p)
+        if blen < 0 or p + 20 + blen + 2 > n or total < 22 + blen:
+            raise InvalidMessage("batch element runs past the body")
+        b = body[p + 20 : p + 20 + blen]
+        q = p + 20 + blen
+        (plen,) = struct.unpack_from(">h", body, q)
+        if plen < 0 or q + 2 + plen > n:
+            raise InvalidMessage("batch element properties run past the body")
+        props = body[q + 2 : q + 2 + plen].decode("utf-8", "replace")
+        out.append((flag, b, props))
+        p = q + 2 + plen
+    if not out:
+        raise InvalidMessage("the batch is empty")
+    return out
+
+
+def encode_batch_body(items: list[tuple[int, bytes, str]]) -> bytes:
+    """`MessageDecoder.encodeMessages`, for clients and tests."""
+    parts = []
+    for flag, b, props in items:
+        pb = props.encode("utf-8")
+        parts.append(_BATCH_HEAD.pack(20 + len(b) + len(pb), 0, 0, flag, len(b)) + b + struct.pack(">h", len(pb)) + pb)
+    return b"".join(parts)
+
+
+class SendProcessor:
+    async def process_send(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        h = send_header_from_ext(cmd.code, cmd.ext_fields)
+        err = self._msg_check(cmd, h)
+        if err is not None:
+            return err
+        tc = self.local.topics.select(h.topic)
+        queue_nums = max(tc.write_queue_nums, tc.read_queue_nums)
+        queue_id = h.queueId
+        if queue_id < 0:
+            queue_id = random.randrange(max(1, tc.write_queue_nums))
+        if queue_id >= queue_nums:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                remark=f"request queueId[{queue_id}] is illegal, {tc!r} Producer: {conn.peer}")
+        props = P.decode_properties(h.properties or "")
+        topic = h.topic
+        reconsume = h.reconsumeTimes or 0
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+            sub = self.local.subscriptions.find(group)
+            if sub is None:
+                return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                    remark=f"subscription group not exist, {group}")
+            max_times = sub.retry_max_times
+            if cmd.version >= V3_4_9 and h.maxReconsumeTimes is not None:
+                max_times = h.maxReconsumeTimes
+            if reconsume > max_times:  # handleRetryAndDLQ (5.x: strictly more than the max)
+                topic = DLQ_GROUP_TOPIC_PREFIX + group
+                self.local.topics.create_in_send_back(topic, 1, PERM_READ | PERM_WRITE)
+                self.register_broker_all()
+                queue_id = 0
+                props[P.DELAY] = "-1"
+        if cmd.code == 320 or h.batch:
+            return await self._send_batch(cmd, h, topic, queue_id, props, conn)
+        msg = MessageExt(topic=topic, body=cmd.body, queue_id=queue_id, flag=h.flag, properties=props,
+                         sys_flag=h.sysFlag, born_timestamp=h.bornTimestamp, born_host=conn.peer,
+                         reconsume_times=reconsume)
+        if props.get(P.TRAN_MSG) == "true":
+            result = await self.run(self.put_half_message, msg, h.producerGroup)
+        else:
+            result = await self.run(self.local.send, msg)
+        self.stats["put"] += 1
+        return self._send_response(cmd, result, queue_id)
+
+    def _msg_check(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader) -> RemotingCommand | None:
+        """`AbstractSendMessageProcessor.msgCheck`, answering with the Java broker's codes."""
+        try:
+            check_topic(h.topic)
+        except InvalidTopic as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
+        if h.topic in NOT_ALLOWED_SEND_TOPICS:
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                remark=f"Sending message to topic[{h.topic}] is forbidden.")
+        tc = self.local.topics.select(h.topic)
+        if tc is None:
+            try:
+                if h.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                    tc = self.local.topics.create_in_send_back(h.topic, 1, PERM_READ | PERM_WRITE)
+                else:
+                    default = self.local.topics.select(h.defaultTopic or "TBW102")
+                    if default is None or not default.perm & PERM_INHERIT:
+                        raise InvalidTopic(f"topic[{h.topic}] not exist, apply first please!")
+                    tc = self.local.topics.create_in_send(h.topic, h.defaultTopicQueueNums, 0)
+            except InvalidTopic as e:
+                return cmd.response(ResponseCode.TOPIC_NOT_EXIST, remark=str(e))
+            self.register_broker_all()
+        if not tc.perm & PERM_WRITE:
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                remark=f"the topic[{h.topic}] sending message is forbidden")
+        return None
+
+    async def _send_batch(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str,
+                          queue_id: int, batch_props: dict[str, str], conn: Connection) -> RemotingCommand:
+        msgs = []
+        for flag, body, text in decode_batch_body(cmd.body):
+            props = P.decode_properties(text)
+            for k, v in batch_props.items():
+                props.setdefault(k, v)
+            msgs.append(MessageExt(topic=topic, body=body, queue_id=queue_id, flag=flag, properties=props,
+                                   sys_flag=h.sysFlag, born_timestamp=h.bornTimestamp, born_host=conn.peer,
+                                   reconsume_times=h.reconsumeTimes or 0))
+        results = await self.run(self.local.send_batch, msgs)
+        self.stats["put"] += len(msgs)
+        if not results:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark="nothing stored")
+        bad = next((r for r in results if status_name(r.status) != "PUT_OK"), None)
+        if bad is not None:
+            return self._send_response(cmd, bad, queue_id)
+        first = results[0]
+        ids = ",".join(r.offset_msg_id for r in results)
+        ext = SendMessageResponseHeader(ids, queue_id, first.queue_offset, MSG_REGION=self.region_id,
+                                        TRACE_ON=self.trace_on).to_ext()
+        return cmd.response(ext_fields=ext)
+
+    def _send_response(self: Any, cmd: RemotingCommand, result: Any, queue_id: int) -> RemotingCommand:
+        code = PUT_STATUS_CODES.get(status_name(result.status), ResponseCode.SYSTEM_ERROR)
+        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                        ResponseCode.SLAVE_NOT_AVAILABLE):
+            return cmd.response(code, remark=f"put message failed: {status_name(result.status)}")
+        ext = SendMessageResponseHeader(result.offset_msg_id, queue_id, result.queue_offset,
+                                        MSG_REGION=self.region_id, TRACE_ON=self.trace_on).to_ext()
+        return cmd.response(code, ext_fields=ext)
+
+    async def process_send_back(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """`consumerSendMsgBack`: LocalBroker re-stores the message on %RETRY% (or %DLQ%)."""
+        h = ConsumerSendMsgBackRequestHeader.from_ext(cmd.ext_fields)
+        sub = self.local.subscriptions.find(h.group)
+        if sub is None:
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                remark=f"subscription group not exist, {h.group}")
+        if sub.retry_queue_nums <= 0:
+            return cmd.response()
+        max_times = h.maxReconsumeTimes if cmd.version >= V3_4_9 and h.maxReconsumeTimes is not None else None
+        try:
+            result = await self.run(self.local.consumer_send_back, h.group, h.offset, h.delayLevel, max_times,
+                                    h.originMsgId)
+        except InvalidInput as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
+        self.register_broker_all()
+        if result is None:
+            return cmd.response()
+        code = PUT_STATUS_CODES.get(status_name(result.status), ResponseCode.SYSTEM_ERROR)
+        if code != ResponseCode.SUCCESS:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=status_name(result.status))
+        return cmd.response()

@@ -1,0 +1,212 @@
+"""`rmqtool serve`: a name server and one broker in one asyncio process (cli.md, protocol.md §1.1).
+
+Ports are bound before the store opens, so an ephemeral broker port (0, for tests) is known
+when the store stamps its address into records and msgIds. The broker also listens on
+`broker port - 2` (the VIP channel of clients <= 4.4) when that port is free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
+from rmqtool.errors import InvalidInput
+from rmqtool.layouts.net import Host
+from rmqtool.remoting.codes import ResponseCode
+from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.transport import Connection, RemotingServer
+
+log = logging.getLogger("rmqtool.serve")
+
+
+@dataclass
+class ServeOptions:
+    store: Path | None = None
+    host: str | None = None
+    namesrv_port: int = 9876
+    broker_port: int | None = None
+    flush: str | None = None  # "sync" | "async"
+    config_file: Path | None = None
+
+
+@dataclass
+class ServeInfo:
+    namesrv: Host
+    broker: Host
+    broker_name: str
+    store: Path
+    vip_port: int | None
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A broker.conf (Java properties: `key=value`, `key: value`, `#`/`!` comments)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InvalidInput(f"cannot read config {path}: {e.strerror or e}") from None
+    props: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in line:
+                k, _, v = line.partition(sep)
+                props[k.strip()] = v.strip()
+                break
+    return props
+
+
+def build_config(opts: ServeOptions) -> Any:
+    from rmqtool.store.config import StoreConfig
+
+    props = read_properties(opts.config_file) if opts.config_file else {}
+    cfg = StoreConfig.from_properties(props)
+    if opts.store is not None:
+        cfg.store_path_root_dir = Path(opts.store)
+    if opts.broker_port is not None:
+        cfg.listen_port = opts.broker_port
+    if opts.flush is not None:
+        if opts.flush.lower() not in ("sync", "async"):
+            raise InvalidInput(f"--flush must be sync or async, not {opts.flush!r}")
+        cfg.flush_disk_type = "SYNC_FLUSH" if opts.flush.lower() == "sync" else "ASYNC_FLUSH"
+    cfg.store_path_root_dir = Path(cfg.store_path_root_dir).expanduser()
+    return cfg
+
+
+class Serve:
+    """Owns the sockets, the LocalBroker and the controller; `run()` until `stop()`."""
+
+    def __init__(self, opts: ServeOptions) -> None:
+        self.opts = opts
+        self.config = build_config(opts)
+        self.listen_host = opts.host or "127.0.0.1"
+        self.controller: Any = None
+        self.local: Any = None
+        self.routes = RouteInfoManager()
+        self.ns_processor = NameServerProcessor(self.routes)
+        self.servers: list[RemotingServer] = []
+        self._stop = asyncio.Event()
+        self.info: ServeInfo | None = None
+
+    async def _broker_handler(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        ctl = self.controller
+        if ctl is None:
+            return cmd.response(ResponseCode.SYSTEM_BUSY, remark="broker is starting")
+        return await ctl.handle(cmd, conn)
+
+    def _broker_closed(self, conn: Connection) -> None:
+        if self.controller is not None:
+            self.controller.on_close(conn)
+
+    async def _ns_handler(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if self.ns_processor.handles(cmd.code):
+            return await self.ns_processor.process(cmd, conn)
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported")
+
+    async def start(self) -> ServeInfo:
+        from rmqtool.store.local import LocalBroker
+
+        cfg = self.config
+        ns = RemotingServer(self._ns_handler, self.listen_host, self.opts.namesrv_port,
+                            on_close=self.routes.on_channel_destroy)
+        broker = RemotingServer(self._broker_handler, self.listen_host, cfg.listen_port, on_close=self._broker_closed)
+        try:
+            await ns.start()
+            self.servers.append(ns)
+            await broker.start()
+            self.servers.append(broker)
+        except OSError as e:
+            await self.close_servers()
+            from rmqtool.errors import RemotingError
+
+            raise RemotingError(f"cannot listen on {self.listen_host}: {e.strerror or e}") from None
+        vip_port: int | None = None
+        if broker.port - 2 > 0:
+            vip = RemotingServer(self._broker_handler, self.listen_host, broker.port - 2,
+                                 on_close=self._broker_closed)
+            try:
+                await vip.start()
+                self.servers.append(vip)
+                vip_port = vip.port
+            except OSError:
+                vip_port = None
+        cfg.listen_port = broker.port
+        if self.opts.host and self.opts.host not in ("0.0.0.0", "::") and "brokerIP1" not in self._conf_keys():
+            cfg.broker_ip1 = self.opts.host
+        loop = asyncio.get_running_loop()
+        try:
+            self.local = await loop.run_in_executor(None, lambda: LocalBroker.open(cfg.store_path_root_dir, cfg))
+        except BaseException:
+            await self.close_servers()
+            raise
+        _ensure_delivery(self.local)
+        from rmqtool.broker.controller import BrokerController
+
+        advertised = Host(cfg.broker_ip1, broker.port)
+        self.controller = BrokerController(self.local, advertised, routes=self.routes)
+        await self.controller.start()
+        self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
+                              Path(cfg.store_path_root_dir), vip_port)
+        return self.info
+
+    def _conf_keys(self) -> set[str]:
+        return set(read_properties(self.opts.config_file)) if self.opts.config_file else set()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def wait(self) -> None:
+        await self._stop.wait()
+
+    async def close_servers(self) -> None:
+        for s in self.servers:
+            with contextlib.suppress(Exception):
+                await s.close()
+        self.servers = []
+
+    async def close(self) -> None:
+        """Stop accepting, answer nothing more, stop the services, close the store cleanly."""
+        await self.close_servers()
+        if self.controller is not None:
+            await self.controller.stop()
+        if self.local is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.local.close)
+            self.local = None
+
+
+def _ensure_delivery(local: Any) -> None:
+    """Delay levels and timers must run inside serve: attach them if LocalBroker.open did not."""
+    try:
+        from rmqtool.store.timer import ScheduleMessageService, attach_delivery
+    except ImportError:
+        return
+    if not any(isinstance(s, ScheduleMessageService) for s in local.services):
+        attach_delivery(local)
+
+
+async def serve_forever(opts: ServeOptions, ready: Callable[[ServeInfo], None]) -> None:
+    """Start, report readiness, run until SIGINT/SIGTERM, shut down cleanly."""
+    srv = Serve(opts)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, srv.stop)
+    try:
+        info = await srv.start()
+        ready(info)
+        await srv.wait()
+    finally:
+        await srv.close()
+
+
+def ready_line(info: ServeInfo) -> str:
+    return (f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, "
+            f"store {info.store}")

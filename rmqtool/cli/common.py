@@ -1,0 +1,173 @@
+"""Pieces every command shares (cli.md "Everywhere"): where the data lives, times and durations,
+output format selection and a fast JSON Lines writer.
+
+`--store DIR` (env RMQ_STORE, default ~/store) is the embedded mode; `--namesrv` (env
+NAMESRV_ADDR) the network mode. Output: a table on a terminal, JSON Lines otherwise or with
+`--json`; `--format` picks explicitly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Annotated, Any
+
+import typer
+
+from rmqtool.errors import InvalidInput, RemotingError, StoreError
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", envvar="RMQ_STORE", show_envvar=True, file_okay=True, dir_okay=True,
+                 help="Store directory for the embedded mode (default ~/store, as a broker's storePathRootDir)."),
+]
+NamesrvOption = Annotated[
+    str | None,
+    typer.Option("--namesrv", envvar="NAMESRV_ADDR", show_envvar=True,
+                 help="HOST:PORT[;HOST:PORT] of a name server: network mode instead of opening a store."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="JSON Lines output even on a terminal.")]
+
+
+def store_dir(value: Path | None) -> Path:
+    """The store root: `--store`, else RMQ_STORE (typer reads it), else ~/store."""
+    return (value if value is not None else Path.home() / "store").expanduser()
+
+
+def network_mode(ctx: Any, namesrv: str | None) -> bool:
+    """True when `--namesrv` was given, or NAMESRV_ADDR is set and `--store` was not given explicitly."""
+    if not namesrv:
+        return False
+    if ctx is None:
+        return True
+
+    def from_command_line(param: str) -> bool:
+        # compared by name: typer may use its own copy of click's ParameterSource enum
+        return getattr(ctx.get_parameter_source(param), "name", None) == "COMMANDLINE"
+
+    return from_command_line("namesrv") or not from_command_line("store")
+
+
+def bridge(name: str) -> Callable[..., Any]:
+    """`rmqtool.client.cli_bridge.<name>`, the network-mode implementation, or a clear exit-3 error."""
+    try:
+        mod = importlib.import_module("rmqtool.client.cli_bridge")
+    except ModuleNotFoundError as e:
+        if e.name not in ("rmqtool.client.cli_bridge", "rmqtool.client"):
+            raise
+        mod = None
+    fn = getattr(mod, name, None) if mod is not None else None
+    if fn is None:
+        raise RemotingError("network mode not available (--namesrv/NAMESRV_ADDR); use --store for the embedded mode")
+    return fn
+
+
+def check_store_path(root: Path) -> None:
+    """Refuse a store path that cannot be a directory before anything is created."""
+    if root.exists() and not root.is_dir():
+        raise StoreError(f"store path {root} is not a directory")
+    parent = root
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise StoreError(f"store path {root}: {parent} is not a directory")
+
+
+# -- times and durations -------------------------------------------------------------------------
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """`1500ms`, `90s`, `5m`, `2h`, `1d` (decimals allowed: `1.5s`) -> milliseconds."""
+    m = _DURATION.match(text)
+    if not m:
+        raise InvalidInput(f"duration {text!r}: use a number with ms, s, m, h or d (1500ms, 90s, 5m, 2h, 1d)")
+    return int(round(float(m.group(1)) * _UNIT_MS[m.group(2)]))
+
+
+def parse_time_ms(text: str) -> int:
+    """Epoch milliseconds or ISO-8601 (`2026-11-30T12:00:00Z`; without a zone it is UTC) -> epoch ms."""
+    t = text.strip()
+    if re.fullmatch(r"-?\d+", t):
+        return int(t)
+    try:
+        dt = datetime.fromisoformat(t.replace("z", "Z").replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"time {text!r}: use epoch milliseconds or ISO-8601 like 2026-11-30T12:00:00Z") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+# -- output --------------------------------------------------------------------------------------
+def is_tty(stream: IO[Any] | None = None) -> bool:
+    stream = stream or sys.stdout
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def choose_format(fmt: str | None, json_flag: bool = False, choices: Iterable[str] = ("table", "json")) -> str:
+    """`--format` if given, else json with `--json` or when stdout is not a terminal, else table."""
+    if fmt:
+        return fmt
+    if json_flag or not is_tty():
+        return "json"
+    return "table" if "table" in choices else "json"
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+
+
+def json_line(obj: Any) -> str:
+    """One compact JSON object, key order kept (the "stable key order" of cli.md)."""
+    return _dumps(obj)
+
+
+class JsonLinesWriter:
+    """Writes JSON Lines to stdout in big chunks (a pipe write per line would dominate)."""
+
+    def __init__(self, stream: IO[str] | None = None, *, buffer_lines: int = 512) -> None:
+        self.stream = stream or sys.stdout
+        self._buf: list[str] = []
+        self._limit = buffer_lines
+
+    def write_obj(self, obj: Any) -> None:
+        self.write_line(_dumps(obj))
+
+    def write_line(self, line: str) -> None:
+        self._buf.append(line)
+        if len(self._buf) >= self._limit:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._buf:
+            self._buf.append("")
+            self.stream.write("\n".join(self._buf))
+            self._buf.clear()
+        self.stream.flush()
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[str], title: str | None = None) -> None:
+    """A Rich table on stdout (only used on terminals)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in columns])
+    Console().print(table)
+
+
+def warn(text: str) -> None:
+    """A diagnostic line on stderr (stdout carries data only)."""
+    print(f"rmqtool: {text}", file=sys.stderr)

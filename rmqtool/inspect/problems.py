@@ -1,0 +1,45 @@
+"""What verify reports: one `Problem` per finding, with a stable kebab-case `kind`.
+
+Kinds (stable names, scripts match on them):
+
+- CommitLog: `bad-magic`, `crc-mismatch`, `size-mismatch`, `torn-tail`, `phys-offset-mismatch`,
+  `blank-size-mismatch`, `nonzero-after-blank`, `missing-blank`, `gap-between-files`,
+  `file-size-mismatch`, `bad-file-name`, `unreadable-file`
+- ConsumeQueue: `cq-unit-mismatch`, `cq-gap`, `cq-missing-units`
+- IndexFile: `index-header-bad`, `index-entry-bad`
+- Timer store: `timerlog-unit-bad`, `wheel-slot-mismatch`, `timerwheel-size-bad`
+- Checkpoints and configs: `checkpoint-ahead`, `timercheck-ahead`, `config-unparsable`,
+  `delay-offset-out-of-range`, `consumer-offset-out-of-range`
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One finding: `file` is the file's name, `path` the file relative to the store root."""
+
+    path: str
+    pos: int
+    kind: str
+    detail: str
+
+    @property
+    def file(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "path": self.path, "pos": self.pos, "kind": self.kind, "detail": self.detail}
+
+
+KINDS = (
+    "bad-magic", "crc-mismatch", "size-mismatch", "torn-tail", "phys-offset-mismatch", "blank-size-mismatch",
+    "nonzero-after-blank", "missing-blank", "gap-between-files", "file-size-mismatch", "bad-file-name",
+    "unreadable-file", "cq-unit-mismatch", "cq-gap", "cq-missing-units", "index-header-bad",
+    "index-entry-bad", "timerlog-unit-bad", "wheel-slot-mismatch", "timerwheel-size-bad",
+    "checkpoint-ahead", "timercheck-ahead", "config-unparsable", "delay-offset-out-of-range",
+    "consumer-offset-out-of-range",
+)

@@ -1,0 +1,202 @@
+"""RemotingCommand and its frame codec (protocol.md §1.2-§1.5).
+
+Frame: int32 length (excluding itself) | int32 serType<<24 | headerLength | header | body.
+Headers are read as JSON or ROCKETMQ binary; we always answer in JSON (ali-ons reads only
+JSON), with string extFields values, because Java and Go clients require strings.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from itertools import count
+
+from rmqtool.remoting.codes import CURRENT_VERSION, LANGUAGE_CODES, LANGUAGES
+
+RESPONSE_FLAG = 0x1
+ONEWAY_FLAG = 0x2
+SERIALIZE_JSON = 0
+SERIALIZE_ROCKETMQ = 1
+MAX_FRAME_LENGTH = 16 * 1024 * 1024  # NettyDecoder default frameMaxLength
+
+_opaques = count(1)
+
+
+class FrameError(ValueError):
+    """A frame that cannot be decoded: the connection it came on is closed."""
+
+
+def _ext_str(v: object) -> str:
+    """Coerce a JSON scalar to the string Java's header decoding would see (ali-ons sends numbers)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return v
+    if v is None:
+        return ""
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v) if not isinstance(v, (dict, list)) else json.dumps(v, separators=(",", ":"))
+
+
+@dataclass(slots=True)
+class RemotingCommand:
+    code: int
+    ext_fields: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    opaque: int = 0
+    flag: int = 0
+    remark: str | None = None
+    language: str = "JAVA"
+    version: int = CURRENT_VERSION
+    serialize_type: int = SERIALIZE_JSON
+
+    @classmethod
+    def request(cls, code: int, ext_fields: dict[str, object] | None = None, body: bytes = b"",
+                oneway: bool = False) -> RemotingCommand:
+        ext = {k: _ext_str(v) for k, v in (ext_fields or {}).items() if v is not None}
+        return cls(code, ext, body, next(_opaques), ONEWAY_FLAG if oneway else 0)
+
+    def response(self, code: int = 0, ext_fields: dict[str, object] | None = None, body: bytes = b"",
+                 remark: str | None = None) -> RemotingCommand:
+        ext = {k: _ext_str(v) for k, v in (ext_fields or {}).items() if v is not None}
+        return RemotingCommand(code, ext, body, self.opaque, RESPONSE_FLAG, remark)
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & RESPONSE_FLAG)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & ONEWAY_FLAG)
+
+    def encode(self) -> bytes:
+        """The whole frame, header in JSON as fastjson writes it (sorted keys, no spaces)."""
+        header: dict[str, object] = {"code": self.code}
+        if self.ext_fields:
+            header["extFields"] = self.ext_fields
+        header["flag"] = self.flag
+        header["language"] = self.language
+        header["opaque"] = self.opaque
+        if self.remark is not None:
+            header["remark"] = self.remark
+        header["serializeTypeCurrentRPC"] = "JSON"
+        header["version"] = self.version
+        h = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return struct.pack(">ii", 4 + len(h) + len(self.body), len(h)) + h + self.body
+
+
+def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame without its leading length field (what follows the int32 length)."""
+    if len(frame) < 4:
+        raise FrameError("frame shorter than its header-length field")
+    (mark,) = struct.unpack_from(">i", frame, 0)
+    ser = (mark >> 24) & 0xFF
+    hlen = mark & 0xFFFFFF
+    if hlen > len(frame) - 4:
+        raise FrameError(f"header length {hlen} exceeds the frame ({len(frame) - 4} bytes)")
+    header = bytes(frame[4 : 4 + hlen])
+    body = bytes(frame[4 + hlen :])
+    if ser == SERIALIZE_JSON:
+        cmd = _decode_json_header(header)
+    elif ser == SERIALIZE_ROCKETMQ:
+        cmd = _decode_binary_header(header)
+    else:
+        raise FrameError(f"unknown serialize type {ser}")
+    cmd.body = body
+    cmd.serialize_type = ser
+    return cmd
+
+
+def _decode_json_header(header: bytes) -> RemotingCommand:
+    try:
+        obj = json.loads(header.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise FrameError(f"header is not JSON: {e}") from None
+    if not isinstance(obj, dict):
+        raise FrameError("header is not a JSON object")
+    try:
+        ext = obj.get("extFields") or {}
+        if not isinstance(ext, dict):
+            raise FrameError("extFields is not an object")
+        lang = obj.get("language", "JAVA")
+        if isinstance(lang, int):
+            lang = LANGUAGES[lang] if 0 <= lang < len(LANGUAGES) else "OTHER"
+        remark = obj.get("remark")
+        return RemotingCommand(
+            code=int(obj.get("code", 0)),
+            ext_fields={str(k): _ext_str(v) for k, v in ext.items() if v is not None},
+            opaque=int(obj.get("opaque", 0)),
+            flag=int(obj.get("flag", 0)),
+            remark=None if remark is None else str(remark),
+            language=str(lang),
+            version=int(obj.get("version", 0)),
+        )
+    except (TypeError, ValueError) as e:
+        raise FrameError(f"bad header field: {e}") from None
+
+
+def _decode_binary_header(h: bytes) -> RemotingCommand:
+    try:
+        code, lang, version, opaque, flag, rlen = struct.unpack_from(">hbhiii", h, 0)
+        p = 17
+        if rlen < 0 or p + rlen > len(h):
+            raise FrameError("remark runs past the header")
+        remark = h[p : p + rlen].decode("utf-8", "replace") if rlen > 0 else None
+        p += rlen
+        (elen,) = struct.unpack_from(">i", h, p)
+        p += 4
+        end = p + elen
+        if elen < 0 or end > len(h):
+            raise FrameError("extFields run past the header")
+        ext: dict[str, str] = {}
+        while p < end:
+            (kl,) = struct.unpack_from(">h", h, p)
+            p += 2
+            k = h[p : p + kl].decode("utf-8", "replace")
+            p += kl
+            (vl,) = struct.unpack_from(">i", h, p)
+            p += 4
+            if kl < 0 or vl < 0 or p + vl > end:
+                raise FrameError("an extField runs past the header")
+            ext[k] = h[p : p + vl].decode("utf-8", "replace")
+            p += vl
+    except struct.error as e:
+        raise FrameError(f"binary header cut short: {e}") from None
+    language = LANGUAGES[lang] if 0 <= lang < len(LANGUAGES) else "OTHER"
+    return RemotingCommand(code, ext, b"", opaque, flag, remark, language, version)
+
+
+def encode_binary_header(cmd: RemotingCommand) -> bytes:
+    """ROCKETMQ binary header (RocketMQSerializable), for tests and clients that opt in."""
+    remark = (cmd.remark or "").encode("utf-8")
+    ext = b"".join(
+        struct.pack(">h", len(kb)) + kb + struct.pack(">i", len(vb)) + vb
+        for kb, vb in ((k.encode(), v.encode()) for k, v in cmd.ext_fields.items())
+    )
+    head = struct.pack(">hbhiii", cmd.code, LANGUAGE_CODES.get(cmd.language, 7), cmd.version, cmd.opaque,
+                       cmd.flag, len(remark)) + remark + struct.pack(">i", len(ext)) + ext
+    return struct.pack(">ii", 4 + len(head) + len(cmd.body), (SERIALIZE_ROCKETMQ << 24) | len(head)) + head + cmd.body
+
+
+class FrameReader:
+    """Splits a byte stream into frames, enforcing the frame size cap."""
+
+    def __init__(self, max_frame: int = MAX_FRAME_LENGTH) -> None:
+        self._buf = bytearray()
+        self.max_frame = max_frame
+
+    def feed(self, data: bytes) -> list[RemotingCommand]:
+        self._buf += data
+        out = []
+        while len(self._buf) >= 4:
+            (length,) = struct.unpack_from(">i", self._buf, 0)
+            if length < 4 or length > self.max_frame:
+                raise FrameError(f"frame length {length} outside 4..{self.max_frame}")
+            if len(self._buf) < 4 + length:
+                break
+            frame = bytes(self._buf[4 : 4 + length])
+            del self._buf[: 4 + length]
+            out.append(decode_frame(frame))
+        return out

@@ -1,0 +1,375 @@
+"""Custom headers (extFields) of the remoting requests and responses we serve and send.
+
+Field names are RocketMQ's `*RequestHeader` / `*ResponseHeader` fields (protocol.md §3, §4).
+Decoding follows `RemotingCommand.decodeCommandCustomHeader`: values arrive as strings (Java),
+numbers or booleans (ali-ons), `"0"`/`"1"` for booleans (C++ 1.x); unknown keys are ignored;
+a required field that is missing or unparsable raises `HeaderError` (Java would NPE later and
+answer SYSTEM_ERROR). Encoding writes every non-None field as a string, as Java does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, TypeVar
+
+T = TypeVar("T", bound="Header")
+
+
+class HeaderError(ValueError):
+    """A required header field is missing or not a number."""
+
+
+def _parse_bool(v: str) -> bool:
+    return v.strip().lower() == "true"  # Boolean.parseBoolean: "1" is false, as in Java
+
+
+def _parse_int(v: str) -> int:
+    v = v.strip()
+    try:
+        return int(v)
+    except ValueError:
+        return int(float(v))  # JSON numbers such as 4.0 from JavaScript
+
+
+@cache
+def _fields(cls: type) -> list[tuple[str, type, bool]]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        t = hints[f.name]
+        args = [a for a in typing.get_args(t) if a is not type(None)]
+        base = args[0] if args else t
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        out.append((f.name, base, required))
+    return out
+
+
+@dataclass
+class Header:
+    """Base: `from_ext` / `to_ext` by the dataclass fields' names and types."""
+
+    @classmethod
+    def from_ext(cls: type[T], ext: dict[str, str] | None) -> T:
+        ext = ext or {}
+        kw: dict[str, Any] = {}
+        for name, typ, required in _fields(cls):
+            raw = ext.get(name)
+            if raw is None or (raw == "" and typ is not str):
+                if required:
+                    raise HeaderError(f"the custom field <{name}> is null")
+                continue
+            try:
+                if typ is bool:
+                    kw[name] = _parse_bool(raw)
+                elif typ is int:
+                    kw[name] = _parse_int(raw)
+                else:
+                    kw[name] = raw
+            except ValueError:
+                if required:
+                    raise HeaderError(f"the custom field <{name}> is not a number: {raw!r}") from None
+        return cls(**kw)
+
+    def to_ext(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for name, _typ, _req in _fields(type(self)):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            out[name] = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return out
+
+
+# ---------------------------------------------------------------- name server
+
+@dataclass
+class GetRouteInfoRequestHeader(Header):
+    topic: str
+    acceptStandardJsonOnly: bool | None = None
+
+
+@dataclass
+class RegisterBrokerRequestHeader(Header):
+    brokerName: str
+    brokerAddr: str
+    clusterName: str
+    haServerAddr: str
+    brokerId: int
+    compressed: bool | None = None
+    bodyCrc32: int | None = None
+
+
+@dataclass
+class RegisterBrokerResponseHeader(Header):
+    haServerAddr: str | None = None
+    masterAddr: str | None = None
+
+
+@dataclass
+class UnRegisterBrokerRequestHeader(Header):
+    brokerName: str
+    brokerAddr: str
+    clusterName: str
+    brokerId: int
+
+
+# ---------------------------------------------------------------- send
+
+@dataclass
+class SendMessageRequestHeader(Header):
+    """V1 names (code 10). V2 (310, 320) sends the same fields under the letters of `V2_LETTERS`."""
+
+    producerGroup: str
+    topic: str
+    defaultTopic: str
+    defaultTopicQueueNums: int
+    queueId: int
+    sysFlag: int
+    bornTimestamp: int
+    flag: int
+    properties: str | None = None
+    reconsumeTimes: int | None = None
+    unitMode: bool | None = None
+    batch: bool | None = None
+    maxReconsumeTimes: int | None = None
+    brokerName: str | None = None
+
+    def to_v2_ext(self) -> dict[str, str]:
+        """extFields of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (`SendMessageRequestHeaderV2`)."""
+        v1 = self.to_ext()
+        return {letter: v1[name] for letter, name in V2_LETTERS.items() if name in v1}
+
+
+# SendMessageRequestHeaderV2.createSendMessageRequestHeaderV1: letter -> V1 field name
+V2_LETTERS: dict[str, str] = {
+    "a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums",
+    "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
+    "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
+}
+
+
+def send_header_from_ext(code: int, ext: dict[str, str] | None) -> SendMessageRequestHeader:
+    """Decode a send header of code 10 (long names) or 310/320 (V2 letters)."""
+    ext = ext or {}
+    if code != 10 or ("a" in ext and "producerGroup" not in ext):
+        ext = {name: ext[letter] for letter, name in V2_LETTERS.items() if letter in ext}
+    return SendMessageRequestHeader.from_ext(ext)
+
+
+@dataclass
+class SendMessageResponseHeader(Header):
+    msgId: str
+    queueId: int
+    queueOffset: int
+    transactionId: str | None = None
+    batchUniqId: str | None = None
+    MSG_REGION: str | None = "DefaultRegion"
+    TRACE_ON: str | None = "true"
+
+
+# ---------------------------------------------------------------- pull
+
+@dataclass
+class PullMessageRequestHeader(Header):
+    consumerGroup: str
+    topic: str
+    queueId: int
+    queueOffset: int
+    maxMsgNums: int
+    sysFlag: int
+    commitOffset: int
+    suspendTimeoutMillis: int
+    subVersion: int
+    subscription: str | None = None
+    expressionType: str | None = None
+    maxMsgBytes: int | None = None
+
+
+@dataclass
+class PullMessageResponseHeader(Header):
+    suggestWhichBrokerId: int
+    nextBeginOffset: int
+    minOffset: int
+    maxOffset: int
+
+
+class PullSysFlag:
+    COMMIT_OFFSET = 0x1
+    SUSPEND = 0x2
+    SUBSCRIPTION = 0x4
+    CLASS_FILTER = 0x8
+    LITE_PULL = 0x10
+
+    @staticmethod
+    def build(commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool = False,
+              lite_pull: bool = False) -> int:
+        return (commit_offset * 1) | (suspend * 2) | (subscription * 4) | (class_filter * 8) | (lite_pull * 16)
+
+
+# ---------------------------------------------------------------- offsets
+
+@dataclass
+class QueryConsumerOffsetRequestHeader(Header):
+    consumerGroup: str
+    topic: str
+    queueId: int
+
+
+@dataclass
+class UpdateConsumerOffsetRequestHeader(Header):
+    consumerGroup: str
+    topic: str
+    queueId: int
+    commitOffset: int
+
+
+@dataclass
+class OffsetResponseHeader(Header):
+    """QueryConsumerOffsetResponseHeader, GetMaxOffsetResponseHeader, GetMinOffsetResponseHeader,
+    SearchOffsetResponseHeader: all carry just `offset`."""
+
+    offset: int
+
+
+@dataclass
+class TopicQueueRequestHeader(Header):
+    """GetMaxOffsetRequestHeader / GetMinOffsetRequestHeader / GetEarliestMsgStoretimeRequestHeader."""
+
+    topic: str
+    queueId: int
+
+
+@dataclass
+class SearchOffsetRequestHeader(Header):
+    topic: str
+    queueId: int
+    timestamp: int
+    boundaryType: str | None = None
+
+
+@dataclass
+class GetEarliestMsgStoretimeResponseHeader(Header):
+    timestamp: int
+
+
+# ---------------------------------------------------------------- messages
+
+@dataclass
+class ViewMessageRequestHeader(Header):
+    offset: int
+    topic: str | None = None
+
+
+@dataclass
+class QueryMessageRequestHeader(Header):
+    topic: str
+    key: str
+    maxNum: int
+    beginTimestamp: int
+    endTimestamp: int
+
+
+@dataclass
+class QueryMessageResponseHeader(Header):
+    indexLastUpdateTimestamp: int
+    indexLastUpdatePhyoffset: int
+
+
+@dataclass
+class ConsumerSendMsgBackRequestHeader(Header):
+    offset: int
+    group: str
+    delayLevel: int
+    originMsgId: str | None = None
+    originTopic: str | None = None
+    unitMode: bool | None = None
+    maxReconsumeTimes: int | None = None
+
+
+# ---------------------------------------------------------------- transactions
+
+@dataclass
+class EndTransactionRequestHeader(Header):
+    producerGroup: str
+    tranStateTableOffset: int
+    commitLogOffset: int
+    commitOrRollback: int
+    msgId: str
+    fromTransactionCheck: bool | None = None
+    transactionId: str | None = None
+    topic: str | None = None
+
+
+@dataclass
+class CheckTransactionStateRequestHeader(Header):
+    tranStateTableOffset: int
+    commitLogOffset: int
+    msgId: str | None = None
+    transactionId: str | None = None
+    offsetMsgId: str | None = None
+    topic: str | None = None
+    bname: str | None = None
+
+
+# ---------------------------------------------------------------- clients and admin
+
+@dataclass
+class UnregisterClientRequestHeader(Header):
+    clientID: str
+    producerGroup: str | None = None
+    consumerGroup: str | None = None
+
+
+@dataclass
+class GetConsumerListByGroupRequestHeader(Header):
+    consumerGroup: str
+
+
+@dataclass
+class NotifyConsumerIdsChangedRequestHeader(Header):
+    consumerGroup: str
+
+
+@dataclass
+class CreateTopicRequestHeader(Header):
+    topic: str
+    defaultTopic: str
+    readQueueNums: int
+    writeQueueNums: int
+    perm: int
+    topicFilterType: str
+    topicSysFlag: int | None = None
+    order: bool = False
+    attributes: str | None = None
+
+
+@dataclass
+class GetTopicStatsInfoRequestHeader(Header):
+    topic: str
+
+
+@dataclass
+class GetConsumeStatsRequestHeader(Header):
+    consumerGroup: str
+    topic: str | None = None
+
+
+@dataclass
+class GetConsumerConnectionListRequestHeader(Header):
+    consumerGroup: str
+
+
+@dataclass
+class GetConsumerRunningInfoRequestHeader(Header):
+    consumerGroup: str
+    clientId: str
+    jstackEnable: bool | None = None
+
+
+def header_fields(cls: type[Header]) -> list[str]:
+    """Field names of a header class, for docs and tests."""
+    return [f.name for f in dataclasses.fields(cls)]
+

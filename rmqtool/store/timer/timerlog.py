@@ -1,0 +1,249 @@
+"""TimerLog: a mapped-file queue of 52-byte units, one per enqueued timer message (formats.md §5.2).
+
+RocketMQ 5.x `TimerLog` on top of `MappedFileQueue`: offset-named, full-size files; a unit that
+would leave fewer than 16 bytes at the end of a file is preceded by a 16-byte blank
+`[remaining][0L][BLANK_MAGIC_CODE]` and goes to the next file.
+
+Units are written with `os.pwrite` rather than through a mapping, so a SIGKILL never loses an
+appended unit (it sits in the page cache) and the process does not keep the whole log resident.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from rmqtool.errors import StoreError
+from rmqtool.layouts.constants import BLANK_MAGIC_CODE, TIMERLOG_BLANK_SIZE, TIMERLOG_UNIT_SIZE
+from rmqtool.layouts.timer import TIMERLOG_UNIT
+
+UNIT_PRE_SIZE_FOR_MSG = 28  # offsetPy sits at unit + 28
+UNIT_PRE_SIZE_FOR_METRIC = 40
+_BLANK = TIMERLOG_BLANK_SIZE
+TIMERLOG_BLANK = struct.Struct(">iqi")  # struct twin of layouts.timer.TimerLogBlank
+
+
+def offset_to_file_name(offset: int) -> str:
+    """`UtilAll.offset2FileName`: 20 zero-padded decimal digits."""
+    return f"{offset:020d}"
+
+
+def is_magic_ok(magic: int) -> bool:
+    """`TimerMessageStore.isMagicOK`: only the four low flag bits may be set."""
+    return (magic | 0xF) == 0xF
+
+
+@dataclass(slots=True)
+class TimerLogUnitValue:
+    """One decoded unit; `delayed_time` is the slot time the unit was put into."""
+
+    pos: int
+    size: int
+    prev_pos: int
+    magic: int
+    curr_write_time: int
+    delay_time: int
+    offset_py: int
+    size_py: int
+    hash_code_of_real_topic: int
+    reserved: int
+
+    @property
+    def delayed_time(self) -> int:
+        return self.curr_write_time + self.delay_time
+
+
+def pack_unit(prev_pos: int, magic: int, curr_write_time: int, delay_time: int, offset_py: int, size_py: int,
+              topic_hash: int) -> bytes:
+    return TIMERLOG_UNIT.pack(TIMERLOG_UNIT_SIZE, prev_pos, magic, curr_write_time, delay_time, offset_py,
+                              size_py, topic_hash, 0)
+
+
+class _File:
+    __slots__ = ("from_offset", "path", "fd")
+
+    def __init__(self, from_offset: int, path: Path, fd: int) -> None:
+        self.from_offset = from_offset
+        self.path = path
+        self.fd = fd
+
+
+class TimerLog:
+    """The `timerlog/` directory. `wrote_position` is the absolute end of the valid units."""
+
+    def __init__(self, directory: Path, file_size: int, *, read_only: bool = False) -> None:
+        if file_size < TIMERLOG_UNIT_SIZE + _BLANK:
+            raise StoreError(f"timerlog file size {file_size} cannot hold one unit")
+        self.directory = Path(directory)
+        self.file_size = file_size
+        self.read_only = read_only
+        self.files: list[_File] = []
+        self.wrote_position = 0
+        self.flushed_where = 0
+        self._dirty: set[int] = set()
+
+    # -- loading -------------------------------------------------------------------------------
+    def load(self) -> None:
+        """`MappedFileQueue.doLoad`: a zero-length last file is dropped, any other odd size fails."""
+        if not self.directory.exists():
+            if self.read_only:
+                return
+            self.directory.mkdir(parents=True, exist_ok=True)
+        names = sorted(p for p in self.directory.iterdir() if p.is_file())
+        for i, path in enumerate(names):
+            size = path.stat().st_size
+            if size == 0 and i == len(names) - 1 and not self.read_only:
+                path.unlink()
+                continue
+            if size != self.file_size:
+                raise StoreError(f"timerlog file {path.name} is {size} bytes, expected {self.file_size}")
+            try:
+                from_offset = int(path.name)
+            except ValueError:
+                raise StoreError(f"timerlog file name {path.name!r} is not an offset") from None
+            fd = os.open(path, os.O_RDONLY if self.read_only else os.O_RDWR)
+            self.files.append(_File(from_offset, path, fd))
+        # After loading every file counts as full; recovery sets the real end.
+        self.wrote_position = self.files[-1].from_offset + self.file_size if self.files else 0
+        self.flushed_where = self.wrote_position
+
+    def close(self) -> None:
+        self.flush()
+        for f in self.files:
+            os.close(f.fd)
+        self.files.clear()
+
+    # -- positions -----------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].from_offset if self.files else 0
+
+    def _find(self, pos: int) -> _File | None:
+        if not self.files:
+            return None
+        first = self.files[0].from_offset
+        i = (pos - first) // self.file_size
+        if 0 <= i < len(self.files) and self.files[i].from_offset <= pos < self.files[i].from_offset + self.file_size:
+            return self.files[i]
+        for f in self.files:  # files are contiguous in practice; this covers the odd gap
+            if f.from_offset <= pos < f.from_offset + self.file_size:
+                return f
+        return None
+
+    def offset_for_last_unit(self) -> int:
+        """`TimerLog.getOffsetForLastUnit`: where the last unit of a full file starts."""
+        fs = self.file_size
+        return fs - (fs - _BLANK) % TIMERLOG_UNIT_SIZE - _BLANK - TIMERLOG_UNIT_SIZE
+
+    # -- writing -------------------------------------------------------------------------------
+    def _new_file(self, from_offset: int) -> _File:
+        path = self.directory / offset_to_file_name(from_offset)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.ftruncate(fd, self.file_size)
+        f = _File(from_offset, path, fd)
+        self.files.append(f)
+        return f
+
+    def _last_writable(self) -> _File:
+        if self.files:
+            last = self.files[-1]
+            if self.wrote_position < last.from_offset + self.file_size:
+                return last
+            return self._new_file(last.from_offset + self.file_size)
+        start = self.wrote_position - self.wrote_position % self.file_size
+        self.wrote_position = start
+        return self._new_file(start)
+
+    def append(self, data: bytes) -> int:
+        """`TimerLog.append`: write one unit, blank-padding the file end; returns its position."""
+        f = self._last_writable()
+        in_file = self.wrote_position - f.from_offset
+        if len(data) + _BLANK > self.file_size - in_file:
+            remaining = self.file_size - in_file
+            os.pwrite(f.fd, TIMERLOG_BLANK.pack(remaining, 0, BLANK_MAGIC_CODE), in_file)
+            self._dirty.add(f.fd)
+            self.wrote_position = f.from_offset + self.file_size
+            f = self._last_writable()
+            in_file = 0
+        pos = self.wrote_position
+        os.pwrite(f.fd, data, in_file)
+        self._dirty.add(f.fd)
+        self.wrote_position = pos + len(data)
+        return pos
+
+    def flush(self) -> None:
+        for fd in self._dirty:
+            os.fsync(fd)
+        self._dirty.clear()
+        self.flushed_where = self.wrote_position
+
+    def truncate_dirty_files(self, offset: int) -> None:
+        """`MappedFileQueue.truncateDirtyFiles`: drop everything at and after `offset`."""
+        keep: list[_File] = []
+        for f in self.files:
+            end = f.from_offset + self.file_size
+            if end <= offset:
+                keep.append(f)
+            elif f.from_offset <= offset:
+                # zero what follows, so a later scan stops where recovery stopped; the region
+                # past the last write is already zero, so stop at the first all-zero block
+                in_file = offset - f.from_offset
+                if not self.read_only:
+                    self._zero_tail(f, in_file)
+                keep.append(f)
+            else:
+                os.close(f.fd)
+                if not self.read_only:
+                    f.path.unlink()
+        self.files = keep
+        self.wrote_position = offset
+        self.flushed_where = min(self.flushed_where, offset)
+
+    def _zero_tail(self, f: _File, in_file: int) -> None:
+        block = 65536
+        while in_file < self.file_size:
+            n = min(block, self.file_size - in_file)
+            if os.pread(f.fd, n, in_file).count(0) == n:
+                return
+            os.pwrite(f.fd, bytes(n), in_file)
+            in_file += n
+
+    def delete_expired_by_offset(self, min_commit_log_offset: int) -> int:
+        """`deleteExpiredFileByOffsetForTimerLog`: drop leading full files whose last unit points
+        below the CommitLog's min offset (their messages are gone anyway). Returns files deleted."""
+        deleted = 0
+        last_unit = self.offset_for_last_unit()
+        while len(self.files) > 1:
+            f = self.files[0]
+            raw = os.pread(f.fd, TIMERLOG_UNIT_SIZE, last_unit)
+            if len(raw) < TIMERLOG_UNIT_SIZE:
+                break
+            offset_py = TIMERLOG_UNIT.unpack(raw)[5]
+            if offset_py >= min_commit_log_offset:
+                break
+            os.close(f.fd)
+            f.path.unlink()
+            self.files.pop(0)
+            deleted += 1
+        return deleted
+
+    # -- reading -------------------------------------------------------------------------------
+    def read_raw(self, pos: int, size: int = TIMERLOG_UNIT_SIZE) -> bytes | None:
+        f = self._find(pos)
+        if f is None:
+            return None
+        in_file = pos - f.from_offset
+        data = os.pread(f.fd, min(size, self.file_size - in_file), in_file)
+        return data if len(data) == size else None
+
+    def read_unit(self, pos: int) -> TimerLogUnitValue | None:
+        raw = self.read_raw(pos)
+        if raw is None:
+            return None
+        return TimerLogUnitValue(pos, *TIMERLOG_UNIT.unpack(raw))
+
+    def read_file(self, f: _File, length: int | None = None) -> bytes:
+        return os.pread(f.fd, self.file_size if length is None else length, 0)
+
