@@ -254,6 +254,8 @@ def iter_messages(files, end_offset: int) -> Iterator:
                     msg = decode_record(rof.buf, pos, rof.size, check_crc=False)
                 except (Blank, RecordError):
                     break
+                # where the record really is, even if its physicalOffset field says otherwise
+                msg.commit_log_offset = qf.base + pos
                 yield msg
                 pos += msg.total_size
 
