@@ -147,6 +147,7 @@ class Serve:
         except BaseException:
             await self.close_servers()
             raise
+        _ensure_delivery(self.local)
         from rmqtool.broker.controller import BrokerController
 
         advertised = Host(cfg.broker_ip1, broker.port)
@@ -179,6 +180,16 @@ class Serve:
         if self.local is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.local.close)
             self.local = None
+
+
+def _ensure_delivery(local: Any) -> None:
+    """Delay levels and timers must run inside serve: attach them if LocalBroker.open did not."""
+    try:
+        from rmqtool.store.timer import ScheduleMessageService, attach_delivery
+    except ImportError:
+        return
+    if not any(isinstance(s, ScheduleMessageService) for s in local.services):
+        attach_delivery(local)
 
 
 async def serve_forever(opts: ServeOptions, ready: Callable[[ServeInfo], None]) -> None:

@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Annotated, Any
 
-import click
 import typer
 
 from rmqtool.errors import InvalidInput, RemotingError, StoreError
@@ -40,17 +39,18 @@ def store_dir(value: Path | None) -> Path:
     return (value if value is not None else Path.home() / "store").expanduser()
 
 
-def network_mode(ctx: click.Context | None, namesrv: str | None) -> bool:
+def network_mode(ctx: Any, namesrv: str | None) -> bool:
     """True when `--namesrv` was given, or NAMESRV_ADDR is set and `--store` was not given explicitly."""
     if not namesrv:
         return False
     if ctx is None:
         return True
-    src_ns = ctx.get_parameter_source("namesrv")
-    src_store = ctx.get_parameter_source("store")
-    if src_ns == click.core.ParameterSource.COMMANDLINE:
-        return True
-    return src_store != click.core.ParameterSource.COMMANDLINE
+
+    def from_command_line(param: str) -> bool:
+        # compared by name: typer may use its own copy of click's ParameterSource enum
+        return getattr(ctx.get_parameter_source(param), "name", None) == "COMMANDLINE"
+
+    return from_command_line("namesrv") or not from_command_line("store")
 
 
 def bridge(name: str) -> Callable[..., Any]:

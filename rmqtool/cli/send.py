@@ -174,11 +174,19 @@ def _send_embedded(root: Any, msgs: list[MessageExt], *, batch: int, queue: int 
                    sharding_key: str | None, flush: str | None) -> list[dict[str, Any]]:
     from rmqtool.store.config import StoreConfig
     from rmqtool.store.local import LocalBroker, select_queue_by_hash
+    from rmqtool.store.topics import TopicConfigManager
 
     common.check_store_path(root)
     config = StoreConfig(store_path_root_dir=root)
-    if flush is not None:
-        config.flush_disk_type = "SYNC_FLUSH" if flush == "sync" else "ASYNC_FLUSH"
+    if queue is not None:
+        # refuse an out-of-range queue before the store is opened (or created)
+        topics = TopicConfigManager(root / "config", default_topic_queue_nums=config.default_topic_queue_nums)
+        if root.is_dir():
+            topics.load()
+        tc = topics.select(msgs[0].topic)
+        n = tc.write_queue_nums if tc is not None else config.default_topic_queue_nums
+        if queue >= n:
+            raise InvalidInput(f"--queue {queue}: topic {msgs[0].topic} has {n} queues (0..{n - 1})")
     results: list[dict[str, Any]] = []
     with LocalBroker.open(root, config) as broker:
         topic = msgs[0].topic

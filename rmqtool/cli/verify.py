@@ -9,9 +9,9 @@ from pathlib import Path
 import typer
 
 from rmqtool.cli.inspect import default_store, progress_bar
+from rmqtool.inspect.layoutconfig import load_layout_config
 from rmqtool.inspect.render import dumps
 from rmqtool.inspect.verify import VerifyState, check_store
-from rmqtool.inspect.layoutconfig import load_layout_config
 
 
 def verify(
@@ -39,7 +39,9 @@ def verify(
     dt = time.perf_counter() - t0
     print(f"rmqtool verify: {n} problem(s); {st.scan.records} records, {st.scan.bytes_checked / 1e6:.1f} MB of "
           f"CommitLog in {dt:.2f}s; CommitLog [{st.scan.min_offset}, {st.scan.end_offset})", file=sys.stderr)
-    raise typer.Exit(1 if n else 0)
+    # sys.exit, not typer.Exit: main() runs click with standalone_mode=False, which turns Exit into a
+    # return value that is not passed on as the process status
+    sys.exit(1 if n else 0)
 
 
 def register(app: typer.Typer) -> None:

@@ -121,6 +121,7 @@ class ConsumerImpl:
         self._rebalance_event: asyncio.Event | None = None
         self.consumed = 0
         self.sent_back = 0
+        self.rebalance_count = 0  # finished rebalance rounds (the CLI waits for the first)
         if message_model == BROADCASTING:
             base = offset_store_dir or default_local_offset_dir()
             self.offset_store: OffsetStore = LocalFileOffsetStore(base / instance.client_id / group / "offsets.json")
@@ -226,6 +227,7 @@ class ConsumerImpl:
                     await self.rebalance_by_topic(topic)
                 except RemotingError as e:
                     log.debug("rebalance of %s failed: %s", topic, e)
+            self.rebalance_count += 1
 
     async def find_consumer_id_list(self, topic: str) -> list[str] | None:
         route = self.instance.routes.get(topic)
@@ -452,8 +454,13 @@ class ConsumerImpl:
         if self.orderly:
             pq.wakeup.set()  # type: ignore[attr-defined]
             return
-        for i in range(0, len(msgs), self.consume_batch):
-            self._spawn(self._consume_concurrently(mq, pq, msgs[i : i + self.consume_batch]))
+        batches = [msgs[i : i + self.consume_batch] for i in range(0, len(msgs), self.consume_batch)]
+        # One executor call per group of listener calls: a thread hop per message would cost more than
+        # the work in Python. Groups still spread a pull over the consume threads (--concurrency).
+        groups = max(1, min(self.consume_thread_nums, len(batches) // 4 or 1))
+        size = -(-len(batches) // groups)
+        for i in range(0, len(batches), size):
+            self._spawn(self._consume_concurrently(mq, pq, batches[i : i + size]))
 
     def _call_listener(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus | str:
         assert self.listener is not None
@@ -468,31 +475,51 @@ class ConsumerImpl:
             return ConsumeStatus.CONSUME_SUCCESS
         return ConsumeStatus(status)
 
-    async def _consume_concurrently(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _call_listener_batches(self, batches: list[list[MessageExt]], ctx: ConsumeContext
+                               ) -> list[tuple[list[MessageExt], ConsumeStatus | str, int]]:
+        out = []
+        for msgs in batches:
+            ctx.delay_level_when_next_consume = 0
+            status = self._call_listener(msgs, ctx)
+            out.append((msgs, status, ctx.delay_level_when_next_consume))
+            if status == "STOP":
+                break
+        return out
+
+    async def _consume_concurrently(self, mq: MessageQueue, pq: ProcessQueue,
+                                    batches: list[list[MessageExt]]) -> None:
+        """`ConsumeRequest.run` + `processConsumeResult` for each listener call of the group."""
         if pq.dropped:
             return
-        ctx = ConsumeContext(mq)
         loop = asyncio.get_running_loop()
-        status = await loop.run_in_executor(self.executor, self._call_listener, msgs, ctx)
-        if pq.dropped or status == "STOP":
+        results = await loop.run_in_executor(self.executor, self._call_listener_batches, batches,
+                                             ConsumeContext(mq))
+        if pq.dropped:
             return
-        if isinstance(status, ConsumeStatus) and status.ok:
-            done = msgs
-            self.consumed += len(msgs)
-        elif self.message_model == BROADCASTING:
-            done = msgs  # broadcasting: failures are only logged
-        else:
-            done, failed = [], []
-            for m in msgs:
-                if await self.send_message_back(m, ctx.delay_level_when_next_consume, mq.broker_name):
-                    done.append(m)
-                    self.sent_back += 1
-                else:
-                    m.reconsume_times += 1
-                    failed.append(m)
-            if failed:
-                loop.call_later(RECONSUME_LATER_LOCAL_DELAY,
-                                lambda: self._spawn(self._consume_concurrently(mq, pq, failed)))
+        done: list[MessageExt] = []
+        retry_later: list[list[MessageExt]] = []
+        for msgs, status, delay_level in results:
+            if status == "STOP":
+                break
+            if isinstance(status, ConsumeStatus) and status.ok:
+                done += msgs
+                self.consumed += len(msgs)
+            elif self.message_model == BROADCASTING:
+                done += msgs  # broadcasting: failures are only logged
+            else:
+                failed = []
+                for m in msgs:
+                    if await self.send_message_back(m, delay_level, mq.broker_name):
+                        done.append(m)
+                        self.sent_back += 1
+                    else:
+                        m.reconsume_times += 1
+                        failed.append(m)
+                if failed:
+                    retry_later.append(failed)
+        for failed in retry_later:  # send-back failed too: consume again here after 5 s
+            loop.call_later(RECONSUME_LATER_LOCAL_DELAY,
+                            lambda f=failed: self._spawn(self._consume_concurrently(mq, pq, [f])))
         offset = pq.remove(done)
         if offset >= 0 and not pq.dropped:
             self.offset_store.update(mq, offset, True)

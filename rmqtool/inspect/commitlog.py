@@ -29,6 +29,7 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp, 48 bytes
+_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")  # totalSize .. bodyLength of an IPv4/IPv4 record, 88 bytes
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
@@ -88,6 +89,8 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
     stopped = False
     magics = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
     unpack_head = _HEAD.unpack_from
+    unpack_v4 = _V4.unpack_from
+    v1 = MESSAGE_MAGIC_CODE
     unpack_i32 = _I32.unpack_from
     unpack_i16 = _I16.unpack_from
     unpack_i64 = _I64.unpack_from
@@ -116,7 +119,40 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
             base = qf.base
             pos = 0
             last_shift = 0
+            nrec = 0
+            last_ts = res.last_store_timestamp
             while True:
+                # fast path: a good V1 record with IPv4 hosts, one unpack for its fixed part
+                if end - pos >= 91:
+                    (total, magic, crc, qid, _flag, qoff, phys, sysflag, _born, _bh, store_ts, _sh, _rc, _pto,
+                     body_len) = unpack_v4(buf, pos)
+                    rec_end = pos + total
+                    if magic == v1 and not sysflag & 0x30 and 91 <= total <= end - pos and body_len >= 0:
+                        tpos = pos + 89 + body_len
+                        if tpos + 2 <= rec_end:
+                            tl = buf[tpos - 1]
+                            ppos = tpos + tl
+                            if tl < 128 and ppos + 2 <= rec_end and ppos + 2 + unpack_i16(buf, ppos)[0] == rec_end \
+                                    and phys == base + pos and not stopped and on_record is None and (
+                                    not check_crc or crc32(buf[pos + 88 : tpos - 1]) & 0x7FFFFFFF == crc):
+                                if store_ts > last_ts:
+                                    last_ts = store_ts
+                                if not sysflag & 0xC or sysflag & 0xC == 0x8:
+                                    key = (bytes(buf[tpos:ppos]), qid)
+                                    st = queues.get(key)
+                                    if st is None:
+                                        queues[key] = QueueStat(1, qoff, qoff)
+                                    else:
+                                        st.count += 1
+                                        if qoff > st.max_queue_offset:
+                                            st.max_queue_offset = qoff
+                                        elif qoff < st.min_queue_offset:
+                                            st.min_queue_offset = qoff
+                                if res.first_store_timestamp == 0:
+                                    res.first_store_timestamp = store_ts
+                                nrec += 1
+                                pos = rec_end
+                                continue
                 if end - pos < 8:
                     if pos < end and first_nonzero(buf, pos, end) >= 0:
                         yield Problem(rel, pos, "torn-tail", f"{end - pos} trailing bytes hold no record")
@@ -141,6 +177,8 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                     break
                 if total == 0 and magic == 0:
                     # the zero tail: end of the data in this file (a live broker's moving tail)
+                    if not stopped:
+                        res.end_offset = base + pos
                     nz = first_nonzero(buf, pos, end)
                     if nz >= 0:
                         yield Problem(rel, nz, "nonzero-after-blank",
@@ -191,6 +229,8 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                     elif torn and kind != "bad-magic":
                         kind = "torn-tail"
                     p = Problem(rel, pos, kind, f"{detail} (record at CommitLog offset {base + pos})")
+                    if not stopped:
+                        res.end_offset = base + pos
                     yield p
                     if res.stop is None:
                         res.stop = p
@@ -206,6 +246,9 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                                       f"physicalOffset is {phys}, the record sits at {base + pos}")
                     last_shift = shift
                 (store_ts,) = unpack_i64(buf, pos + 48 + hl)
+                if stopped:  # after the point recovery stops at: checked, but not part of the store
+                    pos += total
+                    continue
                 if res.first_store_timestamp == 0:
                     res.first_store_timestamp = store_ts
                 if store_ts > res.last_store_timestamp:
@@ -226,8 +269,12 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                     on_record(base + pos, total, topic, qid, qoff, sysflag)
                 res.records += 1
                 pos += total
-                if not stopped:
-                    res.end_offset = base + pos
+                res.end_offset = base + pos
+            res.records += nrec
+            if last_ts > res.last_store_timestamp:
+                res.last_store_timestamp = last_ts
+            if nrec and not stopped:
+                res.end_offset = max(res.end_offset, base + pos)
             res.bytes_checked += pos
             if progress is not None:
                 progress(end)

@@ -101,20 +101,32 @@ class ConsumeQueueWriter:
         self.file_size = file_size
         self.next_offset: int | None = None
         self.units = 0
+        self._fh = None
+        self._fbase = -1
 
     def put(self, queue_offset: int, phys: int, size: int, tags: int) -> None:
         byte = queue_offset * CQ_STORE_UNIT_SIZE
         fbase = byte - byte % self.file_size
-        path = self.dir / offset_name(fbase)
-        if not path.exists():
-            _create_sparse(path, self.file_size)
-            if self.next_offset is None and byte > fbase:  # ConsumeQueue.fillPreBlank
-                with open(path, "r+b") as fh:
-                    fh.write(CQ_BLANK_UNIT * ((byte - fbase) // CQ_STORE_UNIT_SIZE))
-        with open(path, "r+b") as fh:
-            os.pwrite(fh.fileno(), CQ_UNIT.pack(phys, size, tags), byte - fbase)
+        if fbase != self._fbase:
+            self.close()
+            path = self.dir / offset_name(fbase)
+            fresh = not path.exists()
+            if fresh:
+                _create_sparse(path, self.file_size)
+            self._fh = open(path, "r+b")  # noqa: SIM115 - closed in close()
+            self._fbase = fbase
+            if fresh and self.next_offset is None and byte > fbase:  # ConsumeQueue.fillPreBlank
+                self._fh.write(CQ_BLANK_UNIT * ((byte - fbase) // CQ_STORE_UNIT_SIZE))
+        assert self._fh is not None
+        os.pwrite(self._fh.fileno(), CQ_UNIT.pack(phys, size, tags), byte - fbase)
         self.next_offset = queue_offset + 1
         self.units += 1
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+            self._fbase = -1
 
 
 class IndexFileWriter:

@@ -12,7 +12,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any
 
-from construct import Container, ConstructError, IfThenElse, Renamed, Struct
+from construct import ConstructError, Container, IfThenElse, Renamed, Struct
 from construct.core import evaluate
 
 

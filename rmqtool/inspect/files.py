@@ -18,7 +18,8 @@ from rmqtool.errors import InvalidInput, StoreError
 
 OFFSET_NAME = re.compile(r"^\d{20}$")
 INDEX_NAME = re.compile(r"^\d{17}$")
-_ZERO_CHUNK = bytes(1 << 20)
+_CHUNK = 1 << 20
+_ZEROS = bytes(_CHUNK)
 
 
 class ReadOnlyFile:
@@ -62,14 +63,17 @@ class ReadOnlyFile:
 
 
 def first_nonzero(buf: memoryview | bytes, start: int, end: int) -> int:
-    """Position of the first non-zero byte in [start, end), or -1; constant memory."""
+    """Position of the first non-zero byte in [start, end), or -1; constant memory.
+
+    Copies 1 MiB at a time out of the mapping (a memcpy) and strips zeros in C: far faster than
+    comparing memoryviews, which Python does element by element.
+    """
     pos = start
     while pos < end:
-        n = min(end - pos, len(_ZERO_CHUNK))
-        chunk = buf[pos : pos + n]
-        if chunk != _ZERO_CHUNK[:n]:
-            raw = bytes(chunk)
-            return pos + (len(raw) - len(raw.lstrip(b"\0")))
+        n = min(end - pos, _CHUNK)
+        raw = bytes(buf[pos : pos + n])
+        if raw != (_ZEROS if n == _CHUNK else _ZEROS[:n]):  # memcmp
+            return pos + n - len(raw.lstrip(b"\0"))
         pos += n
     return -1
 

@@ -36,6 +36,7 @@ from rmqtool.store.subscriptions import SubscriptionGroupManager
 from rmqtool.store.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from rmqtool.validators import check_group, check_message, check_topic
 
+_CQ_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue filler unit (fillPreBlank)
 DLQ_NUMS_PER_GROUP = 1
 SUB_ALL = "*"
 CLEAN_RESOURCE_INTERVAL_MS = 10_000  # MessageStoreConfig.cleanResourceInterval
@@ -107,12 +108,13 @@ class PeriodicService:
             self._thread = None
 
 
-# Factories that give a freshly opened broker its services (the timers helper's delay-level and
-# timer services). Modules named in SERVICE_PLUGINS are imported on open; each may define
-# `attach(broker) -> Iterable[Service] | Service | None` (and register put hooks on broker.store).
+# Factories that give a freshly opened broker its services: `factory(broker)` may register put
+# hooks on broker.store and returns (or appends to broker.services) its Service objects.
+# SERVICE_PLUGINS names "module:function" factories imported on open: the delay-level and timer
+# delivery of rmqtool.store.timer.
 ServiceFactory = Callable[["LocalBroker"], "Iterable[Service] | Service | None"]
 SERVICE_FACTORIES: list[ServiceFactory] = []
-SERVICE_PLUGINS: tuple[str, ...] = ("rmqtool.store.schedule", "rmqtool.store.timer")
+SERVICE_PLUGINS: tuple[str, ...] = ("rmqtool.store.timer:attach_delivery",)
 
 
 def register_service_factory(factory: ServiceFactory) -> ServiceFactory:
@@ -124,14 +126,15 @@ def register_service_factory(factory: ServiceFactory) -> ServiceFactory:
 
 def _plugin_factories() -> list[ServiceFactory]:
     out: list[ServiceFactory] = []
-    for name in SERVICE_PLUGINS:
+    for spec in SERVICE_PLUGINS:
+        name, _, func = spec.partition(":")
         try:
             mod = importlib.import_module(name)
         except ModuleNotFoundError as e:
             if e.name is not None and name.startswith(e.name):
                 continue
             raise
-        attach = getattr(mod, "attach", None)
+        attach = getattr(mod, func or "attach", None)
         if callable(attach):
             out.append(attach)
     return out
@@ -209,7 +212,9 @@ class LocalBroker:
                     got = factory(self)
                     if got is None:
                         continue
-                    self.services.extend([got] if isinstance(got, Service) else list(got))
+                    for svc in [got] if isinstance(got, Service) else list(got):
+                        if not any(svc is s for s in self.services):
+                            self.services.append(svc)
 
     @classmethod
     def open(cls, root: str | Path, config: Any | None = None, *, clock: Callable[[], int] | None = None,
@@ -349,6 +354,33 @@ class LocalBroker:
                 if hasattr(result, "raw"):
                     result.raw = raw
         return result
+
+    def pull_raw(self, topic: str, queue_id: int, offset: int, max_msgs: int = 256) -> tuple[list[bytes], int]:
+        """The record bytes of up to `max_msgs` units from `offset`, and the next offset (no tag filter).
+
+        The hot path of embedded `consume`: it reads ConsumeQueue units and CommitLog bytes
+        directly, without decoding a MessageExt per message as `get_message` does.
+        """
+        cq = self.store.cqs.find(topic, queue_id)
+        if cq is None:
+            return [], offset
+        lo, hi = cq.min_offset_in_queue, cq.max_offset_in_queue
+        if offset < lo:
+            offset = lo
+        if offset >= hi:
+            return [], offset
+        read = self.store.commitlog.read_bytes
+        cl_min = self.store.commitlog.min_offset
+        out: list[bytes] = []
+        units = cq.read_units(offset, min(max_msgs, hi - offset))
+        for phys, size, _code in units:
+            offset += 1
+            if size == _CQ_BLANK_SIZE or phys < cl_min:
+                continue
+            raw = read(phys, size)
+            if raw is not None:
+                out.append(bytes(raw))
+        return out, offset
 
     # -- retry / DLQ ----------------------------------------------------------------------------
     def consumer_send_back(self, group: str, commit_log_offset: int, delay_level: int = 0,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmqtool.errors import InvalidMessage, StoreError
+from rmqtool.errors import InvalidMessage
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     SCHEDULE_TOPIC,
@@ -30,28 +30,16 @@ from rmqtool.layouts.constants import (
     TRANSACTION_NOT_TYPE,
 )
 from rmqtool.layouts.message import MessageExt
+from rmqtool.store.config import parse_delay_levels
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DELAY_FOR_A_WHILE_MS = 100  # ScheduleMessageService.DELAY_FOR_A_WHILE
 DELAY_OFFSET_UPDATE_VERSION_STEP = 200  # BrokerConfig.delayOffsetUpdateVersionStep
-_TIME_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-def parse_delay_levels(text: str = DEFAULT_MESSAGE_DELAY_LEVEL) -> dict[int, int]:
-    """`ScheduleMessageService.parseDelayLevel`: level (1-based) -> delay in ms.
-
-    Tokens are split on single spaces like Java's `split(" ")`; a bad token is a config error.
-    """
-    table: dict[int, int] = {}
-    for i, token in enumerate(text.split(" ")):
-        unit = _TIME_UNITS.get(token[-1:]) if token else None
-        try:
-            if unit is None:
-                raise ValueError(token)
-            table[i + 1] = int(token[:-1]) * unit
-        except ValueError:
-            raise StoreError(f"messageDelayLevel {text!r}: cannot parse {token!r} (want e.g. 5s, 1m, 2h, 1d)") from None
-    return table
+def delay_level_table(text: str = DEFAULT_MESSAGE_DELAY_LEVEL) -> dict[int, int]:
+    """`ScheduleMessageService.delayLevelTable`: level (1-based) -> delay in ms."""
+    return {i + 1: ms for i, ms in enumerate(parse_delay_levels(text))}
 
 
 def delay_level_to_queue_id(level: int) -> int:
@@ -213,12 +201,14 @@ def read_config_file(path: Path) -> str | None:
 class ScheduleMessageService:
     """Delivers due delay-level messages. `run_due(now)` does one pass over every level."""
 
+    name = "schedule-message"
+
     def __init__(self, store: Any, *, clock: Callable[[], int] | None = None, read_only: bool = False) -> None:
         self.store = store
         cfg = store.config
         self.root = Path(cfg.store_path_root_dir)
         self.clock = clock or getattr(store, "clock", None) or (lambda: int(time.time() * 1000))
-        self.delay_level_table = parse_delay_levels(getattr(cfg, "message_delay_level", DEFAULT_MESSAGE_DELAY_LEVEL))
+        self.delay_level_table = delay_level_table(getattr(cfg, "message_delay_level", DEFAULT_MESSAGE_DELAY_LEVEL))
         self.max_delay_level = max(self.delay_level_table)
         self.flush_interval_ms = int(getattr(cfg, "flush_delay_offset_interval", 10_000))
         self.read_only = read_only
@@ -230,6 +220,7 @@ class ScheduleMessageService:
         self._stop = threading.Event()
         self._last_persist = 0
         self._dirty = False
+        self._next_due: dict[int, int] = {}  # level -> delivery time of its first pending message
         self.load()
 
     # -- persistence ----------------------------------------------------------------------------
@@ -308,6 +299,11 @@ class ScheduleMessageService:
         level_ms = self.delay_level_table[level]
         offset = self.offset_table.get(level, 0)
         delivered = 0
+        next_due = self._next_due.get(level)
+        if next_due is not None and now < next_due and next_due <= now + level_ms:
+            return 0  # the queue's head is not due yet (later messages are due even later)
+        if offset == self.store.get_max_offset_in_queue(SCHEDULE_TOPIC, qid):
+            return 0  # nothing pending (or no queue yet)
         while True:
             res = self.store.get_message(SCHEDULE_TOPIC, qid, offset, 32)
             status = res.status
@@ -329,7 +325,9 @@ class ScheduleMessageService:
                     deliver = now
                 if deliver - now > 0:
                     self._update_offset(level, curr)
+                    self._next_due[level] = deliver
                     return delivered
+                self._next_due.pop(level, None)
                 if not msg.properties.get(P.REAL_TOPIC) or msg.properties.get(P.REAL_QID) is None:
                     offset = curr + 1  # not a schedule message: nothing to deliver to
                     self._update_offset(level, offset)

@@ -238,7 +238,7 @@ class Listener:
 
 def _end_transactions(cluster):
     import time
-    for _ in range(100):
+    for _ in range(500):
         ends = [r for b in cluster.brokers.values() for r in b.requests if r.code == RequestCode.END_TRANSACTION]
         if ends:
             return ends
@@ -270,8 +270,10 @@ def test_transaction_check_back_is_answered(cluster):
     lst = Listener(LocalTransactionState.UNKNOW, check_state=LocalTransactionState.COMMIT_MESSAGE)
     with TransactionProducer("txg", cluster.namesrv_addr, listener=lst) as p:
         p.send_message_in_transaction(Message("T", b"order"))
+        assert _end_transactions(cluster)  # the oneway END (UNKNOW) of the send itself has arrived
         broker = next(b for b in cluster.brokers.values() if b.sends())
-        broker.requests.clear()
+        for b in cluster.brokers.values():
+            b.requests.clear()
         half = MessageExt("T", b"order", properties={"PGROUP": "txg", "UNIQ_KEY": "AB" * 16, "TRAN_MSG": "true"})
         check = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {
             "tranStateTableOffset": "5", "commitLogOffset": "1234", "msgId": "AB" * 16, "transactionId": "AB" * 16,

@@ -7,8 +7,8 @@ import pytest
 from rmqtool.errors import InvalidMessage, InvalidTopic
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.properties import broker_order
-from rmqtool.store.local import LocalBroker, SubscriptionData, select_queue_by_hash
 from rmqtool.store.config import StoreConfig
+from rmqtool.store.local import LocalBroker, SubscriptionData, select_queue_by_hash
 
 
 def small_config() -> StoreConfig:
@@ -86,7 +86,9 @@ def test_send_back_goes_to_retry_with_delay_then_dlq(broker):
     first = r.msg
     back = broker.consumer_send_back("g1", first.commit_log_offset, 0)
     m = back.msg
-    assert m.topic == "%RETRY%g1" and m.reconsume_times == 1
+    # the delay hook parks it on SCHEDULE_TOPIC_XXXX queue level-1 with the retry topic as REAL_TOPIC
+    assert (m.topic, m.queue_id, m.properties["REAL_TOPIC"]) == ("SCHEDULE_TOPIC_XXXX", 2, "%RETRY%g1")
+    assert m.reconsume_times == 1
     assert m.properties["DELAY"] == "3" and m.properties["RETRY_TOPIC"] == "T"
     assert m.properties["ORIGIN_MESSAGE_ID"] == first.offset_msg_id and m.properties["WAIT"] == "false"
     assert broker.topics.select("%RETRY%g1").write_queue_nums == 1

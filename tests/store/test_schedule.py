@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from timer_support import T0, Clock, open_env
 
-from rmqtool.errors import StoreError
+from rmqtool.errors import InvalidInput
 from rmqtool.layouts.constants import SCHEDULE_TOPIC
 from rmqtool.store.schedule import (
     DataVersion,
     decode_delay_offset,
+    delay_level_table,
     encode_delay_offset,
-    parse_delay_levels,
 )
 
 LEVEL_MS = [1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000, 420000, 480000, 540000,
@@ -19,10 +19,10 @@ LEVEL_MS = [1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360
 
 
 def test_default_levels():
-    assert list(parse_delay_levels().values()) == LEVEL_MS
-    assert parse_delay_levels("2s 1d 3m 1h") == {1: 2000, 2: 86_400_000, 3: 180_000, 4: 3_600_000}
-    with pytest.raises(StoreError):
-        parse_delay_levels("1s 5x")
+    assert list(delay_level_table().values()) == LEVEL_MS
+    assert delay_level_table("2s 1d 3m 1h") == {1: 2000, 2: 86_400_000, 3: 180_000, 4: 3_600_000}
+    with pytest.raises(InvalidInput):
+        delay_level_table("1s 5x")
 
 
 def test_put_parks_the_message_on_its_level_queue(tmp_path):

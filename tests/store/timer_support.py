@@ -1,13 +1,13 @@
-"""Opening a store with both delayed-delivery services, on an injectable clock."""
+"""Opening a real MessageStore with both delayed-delivery services attached, on an injectable clock."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from timer_ministore import MiniConfig, MiniStore
-
 from rmqtool.layouts.message import MessageExt
+from rmqtool.store.config import StoreConfig
+from rmqtool.store.messagestore import MessageStore
 from rmqtool.store.timer import attach_to_store
 
 T0 = 1_700_000_000_000  # a precision boundary
@@ -27,7 +27,7 @@ class Clock:
 
 @dataclass
 class Env:
-    store: MiniStore
+    store: MessageStore
     schedule: object
     timer: object
     clock: Clock
@@ -41,7 +41,13 @@ class Env:
         return self.store.put_message(msg)
 
     def delivered(self, topic: str, queue_id: int = 0) -> list[MessageExt]:
-        return self.store.get_message(topic, queue_id, 0, 100000).messages
+        out, offset = [], 0
+        while True:
+            res = self.store.get_message(topic, queue_id, offset, 1000, max_bytes=1 << 30)
+            if not res.messages:
+                return out
+            out += res.messages
+            offset = res.next_begin_offset
 
     def close(self) -> None:
         self.schedule.stop()
@@ -50,7 +56,8 @@ class Env:
 
 
 def open_env(root: Path, clock: Clock, **config: object) -> Env:
-    cfg = MiniConfig(Path(root), **config)
-    store = MiniStore(Path(root), cfg, clock=clock)
+    cfg = StoreConfig(store_path_root_dir=Path(root), mapped_file_size_commit_log=8 * 1024 * 1024,
+                      mapped_file_size_consume_queue=60_000, **config)
+    store = MessageStore.open(Path(root), cfg, clock=clock)
     schedule, timer = attach_to_store(store)
     return Env(store, schedule, timer, clock)

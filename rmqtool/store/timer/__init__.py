@@ -15,7 +15,7 @@ from rmqtool.store.schedule import ScheduleMessageService
 from rmqtool.store.timer.hooks import make_schedule_hook
 from rmqtool.store.timer.timerstore import TimerMessageStore
 
-__all__ = ["attach_delivery", "attach_to_store", "ScheduleMessageService", "TimerMessageStore"]
+__all__ = ["attach", "attach_delivery", "attach_to_store", "ScheduleMessageService", "TimerMessageStore"]
 
 
 def attach_to_store(store: Any, *, read_only: bool = False) -> tuple[ScheduleMessageService, TimerMessageStore]:
@@ -36,3 +36,9 @@ def attach_delivery(local_broker: Any) -> tuple[ScheduleMessageService, TimerMes
     schedule, timer = attach_to_store(local_broker.store, read_only=read_only)
     local_broker.services.extend([schedule, timer])
     return schedule, timer
+
+
+def attach(local_broker: Any) -> list[Any]:
+    """`LocalBroker` service plugin (local.SERVICE_PLUGINS): hooks in, returns both services."""
+    read_only = bool(getattr(local_broker, "read_only", False) or getattr(local_broker.store, "read_only", False))
+    return list(attach_to_store(local_broker.store, read_only=read_only))

@@ -187,10 +187,11 @@ class TimerLog:
             if end <= offset:
                 keep.append(f)
             elif f.from_offset <= offset:
-                # zero the tail so a later scan stops where recovery stopped
+                # zero what follows, so a later scan stops where recovery stopped; the region
+                # past the last write is already zero, so stop at the first all-zero block
                 in_file = offset - f.from_offset
-                if not self.read_only and in_file < self.file_size:
-                    os.pwrite(f.fd, bytes(self.file_size - in_file), in_file)
+                if not self.read_only:
+                    self._zero_tail(f, in_file)
                 keep.append(f)
             else:
                 os.close(f.fd)
@@ -199,6 +200,15 @@ class TimerLog:
         self.files = keep
         self.wrote_position = offset
         self.flushed_where = min(self.flushed_where, offset)
+
+    def _zero_tail(self, f: _File, in_file: int) -> None:
+        block = 65536
+        while in_file < self.file_size:
+            n = min(block, self.file_size - in_file)
+            if os.pread(f.fd, n, in_file).count(0) == n:
+                return
+            os.pwrite(f.fd, bytes(n), in_file)
+            in_file += n
 
     def delete_expired_by_offset(self, min_commit_log_offset: int) -> int:
         """`deleteExpiredFileByOffsetForTimerLog`: drop leading full files whose last unit points

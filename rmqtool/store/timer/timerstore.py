@@ -30,6 +30,7 @@ from rmqtool.errors import InvalidInput, RmqError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     TIMER_BLANK_SLOTS,
     TIMER_MAGIC_DEFAULT,
     TIMER_MAGIC_DELETE,
@@ -43,8 +44,8 @@ from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.timer import TIMERLOG_UNIT
 from rmqtool.store.timer.hooks import snap_precision
 from rmqtool.store.timer.timercheck import TimerCheckpoint
-from rmqtool.store.timer.timerlog import TimerLog, TimerLogUnitValue, is_magic_ok, pack_unit
-from rmqtool.store.timer.timerwheel import IGNORE, TimerWheel
+from rmqtool.store.timer.timerlog import TimerLog, TimerLogUnitValue, pack_unit
+from rmqtool.store.timer.timerwheel import TimerWheel
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,63 @@ DEFAULT_TIMERLOG_FILE_SIZE = 100 * 1024 * 1024
 _RECOVER_CHUNK_UNITS = 16384
 _PUT_OK = ("PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")
 _HEAD = struct.Struct(">iqi")  # size, prevPos, magic
+
+
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_KEY_OUT = "\x02" + P.TIMER_OUT_MS + "\x01"
+_KEY_REAL_TOPIC = "\x02" + P.REAL_TOPIC + "\x01"
+_KEY_DEL = "\x02" + P.TIMER_DEL_UNIQKEY + "\x01"
+
+
+def _prop(text: str, key: str) -> str | None:
+    i = text.find(key)
+    if i < 0:
+        return None
+    i += len(key)
+    j = text.find("\x02", i)
+    return text[i:] if j < 0 else text[i:j]
+
+
+def peek_timer_fields(raw: bytes) -> tuple[int, str | None, bool] | None:
+    """(TIMER_OUT_MS, REAL_TOPIC, has TIMER_DEL_UNIQKEY) of a record, parsing nothing else.
+
+    Returns TIMER_OUT_MS = -1 when it is missing or not a number (the message is then handed
+    over at once rather than lost), None when the bytes are not a record.
+    """
+    try:
+        magic = _I32.unpack_from(raw, 4)[0]
+        sys_flag = _I32.unpack_from(raw, 36)[0]
+        p = 48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 12
+        p += 4 + _I32.unpack_from(raw, p)[0]
+        if magic == MESSAGE_MAGIC_CODE_V2:
+            p += 2 + _I16.unpack_from(raw, p)[0]
+        else:
+            p += 1 + raw[p]
+        props_len = _I16.unpack_from(raw, p)[0]
+        text = "\x02" + bytes(raw[p + 2: p + 2 + props_len]).decode("utf-8", "replace")
+    except (struct.error, IndexError):
+        return None
+    out = _prop(text, _KEY_OUT)
+    try:
+        delayed = int(out) if out is not None else -1
+    except ValueError:
+        delayed = -1
+    return delayed, _prop(text, _KEY_REAL_TOPIC), _KEY_DEL in text
+
+
+_ORDER_CACHE: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def broker_order_cached(props: dict[str, str]) -> dict[str, str]:
+    """`properties.broker_order`, memoised on the key sequence (most messages share one)."""
+    keys = tuple(props)
+    order = _ORDER_CACHE.get(keys)
+    if order is None:
+        if len(_ORDER_CACHE) > 4096:
+            _ORDER_CACHE.clear()
+        order = _ORDER_CACHE[keys] = tuple(P.broker_order(props))
+    return {k: props[k] for k in order}
 
 
 def build_delete_key(real_topic: str | None, uniq_key: str) -> str:
@@ -80,6 +138,8 @@ def roll_target(delayed_time: int, write_time: int, window_slots: int, precision
 class TimerMessageStore:
     """The timer store of one store root (`timerlog/`, `timerwheel`, `config/timercheck`)."""
 
+    name = "timer-message-store"
+
     def __init__(self, store: Any, *, clock: Callable[[], int] | None = None, read_only: bool = False) -> None:
         self.store = store
         cfg = store.config
@@ -91,6 +151,10 @@ class TimerMessageStore:
         self.timer_roll_window_slots = roll_window_slots(int(getattr(cfg, "timer_roll_window_slot", 172_800)),
                                                          self.slots_total)
         self.flush_interval_ms = int(getattr(cfg, "timer_flush_interval_ms", 1000))
+        self._window_ms = self.timer_roll_window_slots * self.precision_ms
+        self._warm: tuple[int, int, list[tuple[MessageExt, bool]]] | None = None
+        self._warm_ahead_ms = 300
+        self._closed = False
         self.timer_log = TimerLog(self.root / "timerlog",
                                   int(getattr(cfg, "mapped_file_size_timer_log", DEFAULT_TIMERLOG_FILE_SIZE)),
                                   read_only=read_only)
@@ -168,9 +232,9 @@ class TimerMessageStore:
             index -= 1
         check_offset = files[index].from_offset
         last_unit_pos: int | None = None
-        revised: set[int] = set()
+        # slot time -> [first unit position seen, last unit position seen], in log order
+        seen: dict[int, list[int]] = {}
         fs = self.timer_log.file_size
-        wheel = self.timer_wheel
         stop_all = False
         for f in files[index:]:
             limit = fs if check_timer_log else min(fs, max(0, self.timer_log.wrote_position - f.from_offset))
@@ -179,28 +243,31 @@ class TimerMessageStore:
             while position < limit and not done_file:
                 chunk_len = min(limit - position, _RECOVER_CHUNK_UNITS * TIMERLOG_UNIT_SIZE)
                 chunk = self.timer_log.read_raw(f.from_offset + position, chunk_len) or b""
+                whole = len(chunk) - len(chunk) % TIMERLOG_UNIT_SIZE
+                base = f.from_offset + position
                 off = 0
-                while off + 16 <= len(chunk):
-                    size, _prev, magic = _HEAD.unpack_from(chunk, off)
+                for size, _prev, magic, cwt, delay, _opy, _spy, _h, _r in TIMERLOG_UNIT.iter_unpack(chunk[:whole]):
                     if magic == BLANK_MAGIC_CODE:
                         done_file = True
                         break
-                    if off + TIMERLOG_UNIT_SIZE > len(chunk) or (
-                            check_timer_log and (not is_magic_ok(magic) or size != TIMERLOG_UNIT_SIZE)):
+                    if check_timer_log and (size != TIMERLOG_UNIT_SIZE or (magic | 0xF) != 0xF):
                         stop_all = done_file = True
                         break
-                    unit = TIMERLOG_UNIT.unpack_from(chunk, off)
-                    delayed = unit[3] + unit[4]
-                    if size == TIMERLOG_UNIT_SIZE and is_magic_ok(magic):
-                        pos = f.from_offset + position + off
-                        before = wheel.get_raw_slot(delayed)
-                        wheel.revise_slot(delayed, IGNORE, pos, True)
-                        after = wheel.get_raw_slot(delayed)
-                        if (before.time_ms, before.first_pos, before.last_pos) != (
-                                after.time_ms, after.first_pos, after.last_pos):
-                            revised.add(delayed)
+                    if size == TIMERLOG_UNIT_SIZE and (magic | 0xF) == 0xF:
+                        pos = base + off
+                        entry = seen.get(cwt + delay)
+                        if entry is None:
+                            seen[cwt + delay] = [pos, pos]
+                        else:
+                            entry[1] = pos
                         last_unit_pos = pos
                     off += TIMERLOG_UNIT_SIZE
+                if not done_file and whole < len(chunk):
+                    # a blank in the last bytes of the file (fewer than 52 left)
+                    if _HEAD.unpack_from(chunk, whole)[2] == BLANK_MAGIC_CODE:
+                        done_file = True
+                    elif check_timer_log:
+                        stop_all = done_file = True
                 position += off
                 if off == 0 and not done_file:
                     break
@@ -209,9 +276,19 @@ class TimerMessageStore:
                 break
         if check_timer_log and not self.read_only:
             self.timer_log.truncate_dirty_files(check_offset)
-        if not self.read_only:
-            for delayed in revised:
-                self._recount_slot(delayed)
+        # The same as reviseSlot(t, IGNORE, pos, force=True) for each unit in order, one slot at a time.
+        wheel = self.timer_wheel
+        p = self.precision_ms
+        for delayed, (first_pos, last_pos) in seen.items():
+            stored, s_first, s_last, _num, _magic = wheel.raw_slot_tuple(delayed)
+            if stored != delayed // p:
+                new = (first_pos, last_pos)
+            else:
+                new = (s_first, last_pos)
+            if new != (s_first, s_last) or stored != delayed // p:
+                if not self.read_only:
+                    wheel.put_slot(delayed, new[0], new[1])
+                    self._recount_slot(delayed)
         return check_offset, last_unit_pos
 
     def _recount_slot(self, delayed: int) -> None:
@@ -274,7 +351,47 @@ class TimerMessageStore:
     def enqueue(self, now_ms: int) -> int:
         """`enqueue(0)` + `TimerEnqueuePutService`: everything new on rmq_sys_wheel_timer/0.
 
-        Returns how many messages were already due and went straight to their topic."""
+        Returns how many messages were already due and went straight to their topic. Units are
+        read straight from the ConsumeQueue and only the properties of each record are parsed
+        (the hot path); a store without those internals is read through `get_message`.
+        """
+        cqs, commitlog = getattr(self.store, "cqs", None), getattr(self.store, "commitlog", None)
+        if cqs is None or commitlog is None or not hasattr(commitlog, "read_bytes"):
+            return self._enqueue_via_get_message(now_ms)
+        cq = cqs.find(TIMER_TOPIC, 0)
+        if cq is None:
+            return 0
+        done = 0
+        if self.curr_queue_offset < cq.min_offset_in_queue:
+            self.curr_queue_offset = cq.min_offset_in_queue
+        read_bytes = commitlog.read_bytes
+        write_time = self.curr_write_time_ms
+        while self.curr_queue_offset < cq.max_offset_in_queue:
+            units = cq.read_units(self.curr_queue_offset, 4096)
+            if not units:
+                break
+            for phys, size, _tags in units:
+                self.curr_queue_offset += 1
+                if size <= 0 or size == 0x7FFFFFFF:
+                    continue
+                raw = read_bytes(phys, size)
+                if raw is None:
+                    continue  # enqueue_get_miss: the record is gone
+                fields = peek_timer_fields(raw)
+                if fields is None:
+                    continue
+                delayed, real_topic, is_delete = fields
+                if delayed < write_time:
+                    msg = self._look(phys, size)
+                    if msg is not None:
+                        done += self._enqueue_one(msg, now_ms)
+                else:
+                    self._do_enqueue_fast(phys, size, delayed, real_topic, is_delete)
+            self.commit_queue_offset = self.curr_queue_offset
+        self.commit_queue_offset = self.curr_queue_offset
+        return done
+
+    def _enqueue_via_get_message(self, now_ms: int) -> int:
         done = 0
         while True:
             res = self.store.get_message(TIMER_TOPIC, 0, self.curr_queue_offset, 256)
@@ -319,6 +436,28 @@ class TimerMessageStore:
         self.enqueued += 1
         return pos
 
+    def _do_enqueue_fast(self, offset_py: int, size_py: int, delayed_time: int, real_topic: str | None,
+                         is_delete: bool) -> int:
+        """`doEnqueue` on pre-parsed fields (same bytes as `do_enqueue`)."""
+        write_time = self.curr_write_time_ms
+        if delayed_time - write_time >= self._window_ms:
+            delayed_time, _ = roll_target(delayed_time, write_time, self.timer_roll_window_slots, self.precision_ms)
+            magic = TIMER_MAGIC_DEFAULT | TIMER_MAGIC_ROLL
+        else:
+            magic = TIMER_MAGIC_DEFAULT
+        if is_delete:
+            magic |= TIMER_MAGIC_DELETE
+        wheel = self.timer_wheel
+        t, first, last, num, smagic = wheel.raw_slot_tuple(delayed_time)
+        if t != delayed_time // self.precision_ms:
+            first, last, num, smagic = -1, -1, 0, 0
+        pos = self.timer_log.append(TIMERLOG_UNIT.pack(TIMERLOG_UNIT_SIZE, last, magic, write_time,
+                                                       delayed_time - write_time, offset_py, size_py,
+                                                       java_string_hash(real_topic) if real_topic else 0, 0))
+        wheel.put_slot(delayed_time, pos if first == -1 else first, pos, num - 1 if is_delete else num + 1, smagic)
+        self.enqueued += 1
+        return pos
+
     # -- dequeue ---------------------------------------------------------------------------------
     def dequeue(self, now_ms: int) -> int:
         """`dequeue()` for every slot before the write time; returns messages sent to real topics."""
@@ -353,9 +492,33 @@ class TimerMessageStore:
 
     def _dequeue_slot(self, read_time: int, now_ms: int) -> int:
         slot = self.timer_wheel.get_slot(read_time)
+        warm, self._warm = self._warm, None
+        if warm is not None and warm[0] == read_time and warm[1] == slot.last_pos:
+            dequeue_ms = str(now_ms)
+            for inner, _rolled in warm[2]:
+                inner.properties[P.TIMER_DEQUEUE_MS] = dequeue_ms  # same key, same place in the map
+            return self._put_all(warm[2])
+        return self._put_all(self._read_slot(slot.last_pos, now_ms))
+
+    def warm_next_slot(self, now_ms: int) -> None:
+        """Read and convert the next slot's messages shortly before it is due (Java's
+        TimerDequeueWarmService idea), so delivery at the boundary is only the put. The result
+        is used only if the slot's chain did not change in between."""
+        t = self.curr_read_time_ms
+        if self._warm is not None and self._warm[0] == t:
+            return
+        if t + self.precision_ms - now_ms > self._warm_ahead_ms:
+            return
+        slot = self.timer_wheel.get_slot(t)
+        if slot.time_ms == -1:
+            return
+        self._warm = (t, slot.last_pos, self._read_slot(slot.last_pos, now_ms))
+
+    def _read_slot(self, last_pos: int, now_ms: int) -> list[tuple[MessageExt, bool]]:
+        """The dequeue of one slot up to the put: walk the chain, apply delete markers, convert."""
         normal: list[TimerLogUnitValue] = []
         deletes: list[TimerLogUnitValue] = []
-        for unit in self.read_chain(slot.last_pos):
+        for unit in self.read_chain(last_pos):
             if unit.magic & TIMER_MAGIC_DELETE and not unit.magic & TIMER_MAGIC_ROLL:
                 deletes.append(unit)
             else:
@@ -366,7 +529,7 @@ class TimerMessageStore:
             msg = self._look(unit.offset_py, unit.size_py)
             if msg is not None and msg.properties.get(P.TIMER_DEL_UNIQKEY) is not None:
                 delete_keys.add(msg.properties[P.TIMER_DEL_UNIQKEY])
-        delivered = 0
+        batch: list[tuple[MessageExt, bool]] = []
         for unit in normal:
             msg = self._look(unit.offset_py, unit.size_py)
             if msg is None:
@@ -374,9 +537,10 @@ class TimerMessageStore:
             uniq = msg.properties.get(P.UNIQ_KEY)
             if uniq is not None and delete_keys and build_delete_key(msg.properties.get(P.REAL_TOPIC), uniq) in delete_keys:
                 continue
-            if self._dequeue_put(msg, unit.curr_write_time, unit.magic, now_ms):
-                delivered += 1
-        return delivered
+            inner = self._prepare_put(msg, unit.curr_write_time, unit.magic, now_ms)
+            if inner is not None:
+                batch.append((inner, bool(unit.magic & TIMER_MAGIC_ROLL)))
+        return batch
 
     def convert(self, msg: MessageExt, enqueue_time: int, need_roll: bool, now_ms: int) -> MessageExt:
         """`convert` + `convertMessage`: the record that goes back to the real topic (or rolls).
@@ -390,7 +554,7 @@ class TimerMessageStore:
         if need_roll:
             props[P.TIMER_ROLL_TIMES] = str(int(props[P.TIMER_ROLL_TIMES]) + 1) if P.TIMER_ROLL_TIMES in props else "1"
         props[P.TIMER_DEQUEUE_MS] = str(now_ms)
-        props = P.broker_order(props)
+        props = broker_order_cached(props)
         if need_roll:
             topic, queue_id = msg.topic, msg.queue_id
         else:
@@ -399,33 +563,56 @@ class TimerMessageStore:
                           sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,
                           store_host=msg.store_host, reconsume_times=msg.reconsume_times)
 
-    def _dequeue_put(self, msg: MessageExt, enqueue_time: int, magic: int, now_ms: int) -> bool:
-        """`TimerDequeuePutMessageService` + `doPut`; True when a message reached its real topic.
-
-        A put the store refuses for good (invalid message, delete marker) is skipped as the broker
-        skips it; a put that fails for a runtime reason raises, so the slot is not marked done
-        and is tried again on the next run.
-        """
+    def _prepare_put(self, msg: MessageExt, enqueue_time: int, magic: int, now_ms: int) -> MessageExt | None:
+        """`convert`, or None for what `doPut` never puts (a delete marker, a message with no real topic)."""
         need_roll = bool(magic & TIMER_MAGIC_ROLL)
         if P.REAL_TOPIC not in msg.properties or P.REAL_QID not in msg.properties:
-            return False
+            return None
         inner = self.convert(msg, enqueue_time, need_roll, now_ms)
         if not need_roll and P.TIMER_DEL_UNIQKEY in inner.properties:
-            return False  # PUT_NO_RETRY: a delete marker is never delivered
+            return None  # PUT_NO_RETRY: a delete marker is never delivered
+        return inner
+
+    def _dequeue_put(self, msg: MessageExt, enqueue_time: int, magic: int, now_ms: int) -> bool:
+        """`TimerDequeuePutMessageService` for one message; True when it reached its real topic."""
+        inner = self._prepare_put(msg, enqueue_time, magic, now_ms)
+        if inner is None:
+            return False
+        return self._put_all([(inner, bool(magic & TIMER_MAGIC_ROLL))]) == 1
+
+    def _put_all(self, batch: list[tuple[MessageExt, bool]]) -> int:
+        """`doPut` for a slot's messages in one store call; returns how many reached their real topic.
+
+        A message the store refuses for good (invalid) is skipped as the broker skips it; a put
+        that fails for a runtime reason raises, so the slot is not marked done and is tried again
+        on the next run (at-least-once, never lost).
+        """
+        if not batch:
+            return 0
+        put_many = getattr(self.store, "put_messages", None)
         try:
-            result = self.store.put_message(inner)
-        except InvalidInput as e:
-            log.warning("timer message skipped, the store refused it: %s", e)
-            return False
-        status = getattr(result, "status", "PUT_OK")
-        if status in _PUT_OK:
-            if not need_roll:
-                self.delivered += 1
-            return not need_roll
-        if status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED", "WHEEL_TIMER_NOT_ENABLE",
-                      "WHEEL_TIMER_MSG_ILLEGAL"):
-            return False
-        raise RmqError(f"timer delivery put failed with {status}; will retry")
+            results = put_many([m for m, _ in batch]) if put_many else [self.store.put_message(m) for m, _ in batch]
+        except InvalidInput:
+            results = []
+            for m, _ in batch:
+                try:
+                    results.append(self.store.put_message(m))
+                except InvalidInput as e:
+                    log.warning("timer message skipped, the store refused it: %s", e)
+                    results.append(None)
+        delivered = 0
+        for (_, rolled), result in zip(batch, results, strict=True):
+            if result is None:
+                continue
+            status = getattr(result, "status", "PUT_OK")
+            if status in _PUT_OK:
+                if not rolled:
+                    delivered += 1
+            elif status not in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED", "WHEEL_TIMER_NOT_ENABLE",
+                                "WHEEL_TIMER_MSG_ILLEGAL"):
+                raise RmqError(f"timer delivery put failed with {status}; will retry")
+        self.delivered += delivered
+        return delivered
 
     # -- checkpoint ------------------------------------------------------------------------------
     def prepare_timer_checkpoint(self) -> None:
@@ -441,7 +628,7 @@ class TimerMessageStore:
 
     def flush(self) -> None:
         """`TimerFlushService` body: timerlog, wheel, then the checkpoint that refers to them."""
-        if self.read_only:
+        if self.read_only or self._closed:
             return
         with self._lock:
             self.prepare_timer_checkpoint()
@@ -453,13 +640,16 @@ class TimerMessageStore:
     # -- the service -----------------------------------------------------------------------------
     def run_due(self, now_ms: int | None = None) -> int:
         """Enqueue what is new, deliver what is due by `now_ms`; returns messages delivered."""
-        if self.read_only:
+        if self.read_only or self._closed:
             return 0
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
+            if self._closed:
+                return 0
             self.maybe_move_write_time(now)
             delivered = self.enqueue(now)
             delivered += self.dequeue(now)
+            self.warm_next_slot(now)
             self.prepare_timer_checkpoint()
             self.timer_checkpoint.write()
             if now - self._last_flush >= self.flush_interval_ms:
@@ -495,19 +685,22 @@ class TimerMessageStore:
                 time.sleep(0.05)
 
     def stop(self) -> None:
+        """Stop the thread, flush, and release the files (LocalBroker.close calls this)."""
         if self._thread is not None:
             self._stop.set()
             self._wake.set()
             self._thread.join(timeout=10)
             self._thread = None
-        self.flush()
-
-    def close(self) -> None:
-        self.stop()
         with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            self._closed = True
             self.timer_wheel.close()
             self.timer_log.close()
             self.timer_checkpoint.close()
+
+    close = stop
 
     # -- introspection ---------------------------------------------------------------------------
     def pending_count(self) -> int:

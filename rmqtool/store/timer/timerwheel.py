@@ -86,6 +86,10 @@ class TimerWheel:
         t, first, last, num, magic = TIMER_SLOT.unpack_from(self._map, self.get_slot_index(time_ms) * TIMER_SLOT_SIZE)
         return Slot(t * self.precision_ms, first, last, num, magic)
 
+    def raw_slot_tuple(self, time_ms: int) -> tuple[int, int, int, int, int]:
+        """(stored time in units of precision, firstPos, lastPos, num, magic) without building a Slot."""
+        return TIMER_SLOT.unpack_from(self._map, (time_ms // self.precision_ms) % self.ring * TIMER_SLOT_SIZE)
+
     def raw_slot_at(self, index: int) -> Slot:
         """The slot stored at ring index `index`, whatever time it holds (for checks and tools)."""
         t, first, last, num, magic = TIMER_SLOT.unpack_from(self._map, index * TIMER_SLOT_SIZE)

@@ -1,0 +1,38 @@
+"""`rmqtool repair STORE`: rebuild derived files and cut torn tails, as a broker's recovery would."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from rmqtool.cli.inspect import default_store
+from rmqtool.inspect.render import dumps
+from rmqtool.inspect.repair import repair as do_repair
+
+
+def repair(
+    store: Path = typer.Argument(None, help="The store root (default: --store / RMQ_STORE / ~/store)."),
+    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Print the plan; change nothing."),
+    store_opt: Path = typer.Option(None, "--store", envvar="RMQ_STORE", help="Store root used when STORE is absent."),
+) -> None:
+    """Repair a store: cut the CommitLog and TimerLog where recovery would stop, set later files aside,
+    rebuild ConsumeQueues, index files and the timer wheel, pull checkpoints back to the data.
+
+    Nothing is dropped: every cut byte range and replaced file goes to STORE/repair-<time>/
+    (with plan.json). Refuses a store whose lock is held (a running broker). Prints one JSON
+    line per action.
+    """
+    root = store or store_opt or default_store()
+    plan = do_repair(root, dry_run=dry_run)
+    for a in plan.actions:
+        sys.stdout.write(dumps(a.to_json()) + "\n")
+    sys.stdout.flush()
+    where = "" if dry_run else f"; cut bytes and replaced files are in {plan.side_dir}"
+    print(f"rmqtool repair: {len(plan.actions)} action(s){' planned (dry run)' if dry_run else ' done'}{where}",
+          file=sys.stderr)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("repair")(repair)

@@ -1,0 +1,32 @@
+"""Fixtures of the client tests: a server per module, parametrized over rmqtool serve and Apache RocketMQ."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from servers import Server, start_server  # noqa: E402
+
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module", params=["serve", "apache"])
+def server(request, tmp_path_factory) -> Server:
+    s = start_server(request.param, tmp_path_factory.mktemp(f"{request.param}-"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def unique():
+    """Fresh topic/group names per test (the module's server is shared)."""
+    n = next(_names)
+
+    def name(prefix: str) -> str:
+        return f"{prefix}_{n}"
+    return name
