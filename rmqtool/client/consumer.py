@@ -34,7 +34,6 @@ from rmqtool.client.process_queue import ProcessQueue
 from rmqtool.client.pull import build_sys_flag, pull_kernel, query_offset
 from rmqtool.client.route import TopicRouteData, subscribe_queues
 from rmqtool.client.subscription import SQL92, TAG, SubscriptionData, build
-from rmqtool.client.validate import check_group, check_topic
 from rmqtool.errors import RemotingError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import RETRY_GROUP_TOPIC_PREFIX
@@ -51,6 +50,7 @@ from rmqtool.remoting.bodies import MessageQueue as MessageQueueBody
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader
+from rmqtool.validators import check_group, check_topic
 
 log = logging.getLogger("rmqtool.client")
 

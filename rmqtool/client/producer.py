@@ -28,7 +28,6 @@ from rmqtool.client.route import (
     publish_info,
     with_default_topic_queue_nums,
 )
-from rmqtool.client.validate import check_group, check_message
 from rmqtool.errors import InvalidMessage, RemotingError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
@@ -51,6 +50,7 @@ from rmqtool.remoting.headers import (
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
+from rmqtool.validators import check_body, check_group, check_properties, check_send_topic
 
 log = logging.getLogger("rmqtool.client")
 
@@ -153,7 +153,9 @@ class ProducerImpl:
     # ---- preparing a message ---------------------------------------------------------------------
     def prepare(self, msg: Message) -> Message:
         msg.topic = ns.wrap(self.namespace, msg.topic)
-        check_message(msg.topic, msg.body, self.max_message_size)
+        check_send_topic(msg.topic, strict=False)  # Validators.checkMessage, as the Java client checks
+        check_body(msg.body, self.max_message_size)
+        check_properties(msg.properties)
         if P.UNIQ_KEY not in msg.properties:
             msg.properties[P.UNIQ_KEY] = self.uniq.create()
         return msg
