@@ -603,6 +603,7 @@ class ConsumerImpl:
         props = retry.properties
         props.pop(P.MIN_OFFSET, None)
         props.pop(P.MAX_OFFSET, None)
+        props.pop(P.TRAN_MSG, None)
         props[P.ORIGIN_MESSAGE_ID] = m.properties.get(P.ORIGIN_MESSAGE_ID) or m.msg_id
         props[P.RETRY_TOPIC] = ns.wrap(self.namespace, m.topic)
         if delay:
