@@ -79,14 +79,15 @@ def local_ip_towards(addr: str) -> str:
 class ClientInstance:
     """Owns the loop thread, the connections and the route table shared by producers and consumers."""
 
-    def __init__(self, namesrv_addr: str | None = None, *, instance_name: str = "DEFAULT",
+    def __init__(self, namesrv_addr: str | None = None, *, instance_name: str | None = None,
                  client_ip: str | None = None, unit_name: str | None = None,
                  config: ClientConfig | None = None) -> None:
         self.namesrv_addrs = namesrv_list(namesrv_addr)
         self.config = config or ClientConfig()
         self.client_ip = client_ip or local_ip_towards(self.namesrv_addrs[0])
-        self.instance_name = instance_name
-        self.client_id = f"{self.client_ip}@{instance_name}" + (f"@{unit_name}" if unit_name else "")
+        # changeInstanceNameToPID: two processes on one host must not share a client id
+        self.instance_name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
+        self.client_id = f"{self.client_ip}@{self.instance_name}" + (f"@{unit_name}" if unit_name else "")
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._conns: dict[str, Connection] = {}
