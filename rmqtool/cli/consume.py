@@ -180,6 +180,7 @@ def consume(
     no_commit: Annotated[bool, typer.Option("--no-commit", help="Do not commit offsets.")] = False,
     exec_cmd: Annotated[str | None, typer.Option("--exec", help="Run CMD per message (body on stdin); non-zero = retry later.")] = None,
     max_reconsume_times: Annotated[int, typer.Option("--max-reconsume-times", help="Retries before the DLQ.")] = 16,
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Messages handled at once (network mode).")] = 1,
     fmt: Annotated[str | None, typer.Option("--format", help="table | json | text | TEMPLATE (%t %q %o %k %s ...).")] = None,
     json_out: common.JsonOption = False,
     store: common.StoreOption = None,
@@ -198,6 +199,8 @@ def consume(
     check_group(group)
     if count is not None and count < 1:
         raise InvalidInput("--count must be 1 or more")
+    if concurrency < 1:
+        raise InvalidInput("--concurrency must be 1 or more")
     if timeout is not None and timeout < 0:
         raise InvalidInput("--timeout must be 0 or more")
     if from_ not in ("committed", "first", "last"):
@@ -215,7 +218,8 @@ def consume(
             common.bridge("consume")(namesrv=namesrv, topic=topic, group=group, expr=expr, sql=sql, start=from_,
                                      count=count, timeout=timeout, follow=follow, commit=commit,
                                      broadcast=broadcast, exec_cmd=exec_cmd,
-                                     max_reconsume_times=max_reconsume_times, on_message=out.write)
+                                     max_reconsume_times=max_reconsume_times, on_message=out.write,
+                                     concurrency=concurrency)
         finally:
             out.flush()
         return
