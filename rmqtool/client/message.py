@@ -54,6 +54,7 @@ class Message:
             self.properties[P.KEYS] = keys
         if self.delay_level:
             self.properties[P.DELAY] = str(self.delay_level)
+        self.properties.setdefault(P.WAIT, "true")  # Java's Message constructors: waitStoreMsgOK = true
 
     def put_user_property(self, name: str, value: str) -> None:
         self.properties[name] = value

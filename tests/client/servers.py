@@ -60,6 +60,13 @@ class Server:
 
     def restart(self) -> None: ...
 
+    def kill_broker(self) -> None:
+        """SIGKILL the broker (for serve: the whole process, it hosts the name server too)."""
+        self.kill()
+
+    def restart_broker(self) -> None:
+        self.restart()
+
 
 class ServeServer(Server):
     """`python -m rmqtool serve` with the ready line parsed from stderr."""
@@ -153,6 +160,7 @@ class ApacheServer(Server):
             f"mappedFileSizeConsumeQueue=600000\ntransactionCheckInterval=1000\ntransactionTimeOut=4000\n"
             f"brokerRole=ASYNC_MASTER\nflushDiskType=ASYNC_FLUSH\ndiskMaxUsedSpaceRatio=99\n")
         self.procs: list[subprocess.Popen] = []
+        self.broker_proc: subprocess.Popen | None = None
         self._start()
 
     def _java(self, main: str, *args: str, log: str) -> subprocess.Popen:
@@ -180,7 +188,10 @@ class ApacheServer(Server):
         ns = self._java("org.apache.rocketmq.namesrv.NamesrvStartup", "-c", str(self.root / "namesrv.conf"),
                         log="namesrv.log")
         self._wait_port(self.ns_port, ns)
-        br = self._java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(self.root / "broker.conf"),
+        self._start_broker()
+
+    def _start_broker(self) -> None:
+        br = self.broker_proc = self._java("org.apache.rocketmq.broker.BrokerStartup", "-c", str(self.root / "broker.conf"),
                         log="broker.log")
         self._wait_port(self.broker_port, br)
         wait_for_route(self.namesrv, "TBW102")
@@ -205,6 +216,14 @@ class ApacheServer(Server):
 
     def restart(self) -> None:
         self._start()
+
+    def kill_broker(self) -> None:
+        if self.broker_proc is not None and self.broker_proc.poll() is None:
+            self.broker_proc.kill()
+            self.broker_proc.wait()
+
+    def restart_broker(self) -> None:
+        self._start_broker()
 
 
 def wait_for_route(namesrv: str, topic: str, timeout: float = 60) -> None:

@@ -1,0 +1,318 @@
+"""`rmqtool replay`: send stored messages again (dead letters, a window of a topic, exported JSON Lines).
+
+Sources are read-only: a store directory's CommitLog is walked record by record with
+`decode_record` (no recovery, no lock, no ConsumeQueue needed: a stopped broker's store or a copy
+of a crashed one's, stopping at the first torn record of each file); a group's dead letters can
+also be pulled over the network; JSON Lines are what `consume` and `inspect` print.
+Every replayed message keeps its body, flag, keys, tags and user properties, gets a new UNIQ_KEY
+and carries ORIGIN_MESSAGE_ID (the first msgId it had), like a retry does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import mmap
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rmqtool.client.message import Message
+from rmqtool.errors import InvalidInput, StoreError
+from rmqtool.layouts import properties as P
+from rmqtool.layouts.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
+from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
+from rmqtool.layouts.net import Host
+
+# Properties the broker or a previous delivery added: a replayed message starts clean of them.
+DROPPED_PROPERTIES = frozenset({
+    P.UNIQ_KEY, P.CLUSTER, P.MIN_OFFSET, P.MAX_OFFSET, P.REAL_TOPIC, P.REAL_QID, P.DELAY, P.RETRY_TOPIC,
+    P.RECONSUME_TIME, P.MAX_RECONSUME_TIMES, P.TRAN_MSG, P.PGROUP, P.TRAN_PREPARED_QUEUE_OFFSET,
+    P.TRANSACTION_CHECK_TIMES, P.CHECK_IMMUNITY_TIME_IN_SECONDS, P.TRANSACTION_ID, P.TIMER_DELAY_SEC,
+    P.TIMER_DELAY_MS, P.TIMER_DELIVER_MS, P.TIMER_OUT_MS, P.TIMER_ENQUEUE_MS, P.TIMER_DEQUEUE_MS,
+    P.TIMER_ROLL_TIMES, P.TIMER_DEL_UNIQKEY, P.DLQ_ORIGIN_TOPIC, P.DLQ_ORIGIN_MESSAGE_ID, P.INNER_NUM,
+    P.INNER_BASE, P.WAIT, "CONSUME_START_TIME", "TRACE_ON", "MSG_REGION",
+})
+
+
+@dataclass(slots=True)
+class ReplayItem:
+    source: MessageExt
+    topic: str  # where it goes
+
+
+@dataclass
+class Window:
+    """Which records of a topic: queue, queue-offset range [begin, end), store-time range [since, until)."""
+
+    queue_id: int | None = None
+    begin_offset: int | None = None
+    end_offset: int | None = None
+    since_ms: int | None = None
+    until_ms: int | None = None
+
+    def accepts(self, m: MessageExt) -> bool:
+        return ((self.queue_id is None or m.queue_id == self.queue_id)
+                and (self.begin_offset is None or m.queue_offset >= self.begin_offset)
+                and (self.end_offset is None or m.queue_offset < self.end_offset)
+                and (self.since_ms is None or m.store_timestamp >= self.since_ms)
+                and (self.until_ms is None or m.store_timestamp < self.until_ms))
+
+
+# ---- sources -----------------------------------------------------------------------------------------
+def commitlog_dir(path: Path) -> Path:
+    path = Path(path)
+    if (path / "commitlog").is_dir():
+        return path / "commitlog"
+    if path.is_dir() and any(p.name.isdigit() for p in path.iterdir()):
+        return path
+    raise StoreError(f"{path} is neither a store directory nor a commitlog directory")
+
+
+def iter_commitlog(path: Path, warn: Callable[[str], None] | None = None) -> Iterator[MessageExt]:
+    """Every record of every CommitLog file, in offset order; a torn record ends its file."""
+    files = sorted((p for p in commitlog_dir(path).iterdir() if p.name.isdigit() and p.is_file()),
+                   key=lambda p: int(p.name))
+    for f in files:
+        size = f.stat().st_size
+        if size == 0:
+            continue
+        with open(f, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            pos = 0
+            while pos + 8 <= size:
+                try:
+                    m = decode_record(mm, pos, size, check_crc=True)
+                except Blank:
+                    break
+                except RecordError as e:
+                    if not (e.kind == "bad-magic" and mm[pos:pos + 8] == b"\0" * 8) and warn is not None:
+                        warn(f"{f.name}: stopped at byte {pos}: {e.detail}")
+                    break
+                yield m
+                pos += m.total_size
+
+
+def original_topic(m: MessageExt) -> str | None:
+    """Where a dead letter came from: RETRY_TOPIC (set by send-back), else DLQ_ORIGIN_TOPIC."""
+    t = m.properties.get(P.RETRY_TOPIC) or m.properties.get(P.DLQ_ORIGIN_TOPIC)
+    if t and not t.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return t
+    return None
+
+
+def from_store(path: Path, *, topic: str | None = None, dlq_group: str | None = None,
+               window: Window | None = None, to_topic: str | None = None,
+               warn: Callable[[str], None] | None = None) -> Iterator[ReplayItem]:
+    window = window or Window()
+    want = DLQ_GROUP_TOPIC_PREFIX + dlq_group if dlq_group else topic
+    if not want:
+        raise InvalidInput("say which messages: a topic or --dlq GROUP")
+    for m in iter_commitlog(path, warn):
+        if m.topic != want or not window.accepts(m) or m.transaction_type in (0x4, 0xC):
+            continue
+        target = to_topic or (original_topic(m) if dlq_group else m.topic)
+        if target is None:
+            if warn:
+                warn(f"{m.msg_id}: dead letter without RETRY_TOPIC, skipped (use --to-topic)")
+            continue
+        yield ReplayItem(m, target)
+
+
+def from_network_dlq(namesrv: str, group: str, *, to_topic: str | None = None, window: Window | None = None,
+                     warn: Callable[[str], None] | None = None, topic: str | None = None) -> Iterator[ReplayItem]:
+    """A group's dead letters (or any topic) pulled over the network, from min to max offset of each queue."""
+    from rmqtool.client.consumer import PullConsumer
+    from rmqtool.client.message import PullStatus
+
+    window = window or Window()
+    source = topic or DLQ_GROUP_TOPIC_PREFIX + group
+    with PullConsumer("rmqtool_replay", namesrv) as pc:
+        for mq in pc.fetch_subscribe_message_queues(source):
+            if window.queue_id is not None and mq.queue_id != window.queue_id:
+                continue
+            off = max(pc.min_offset(mq), window.begin_offset or 0)
+            end = pc.max_offset(mq) if window.end_offset is None else min(pc.max_offset(mq), window.end_offset)
+            while off < end:
+                r = pc.pull(mq, "*", off, 32)
+                if r.status != PullStatus.FOUND:
+                    if r.next_begin_offset <= off:
+                        break
+                    off = r.next_begin_offset
+                    continue
+                for m in r.messages:
+                    if m.queue_offset >= end:
+                        break
+                    if not window.accepts(m):
+                        continue
+                    target = to_topic or (original_topic(m) if topic is None else m.topic)
+                    if target is None:
+                        if warn:
+                            warn(f"{m.msg_id}: dead letter without RETRY_TOPIC, skipped (use --to-topic)")
+                        continue
+                    yield ReplayItem(m, target)
+                off = r.next_begin_offset
+
+
+def from_json_lines(lines: Iterable[str], *, to_topic: str | None = None,
+                    warn: Callable[[str], None] | None = None) -> Iterator[ReplayItem]:
+    """Objects as `consume` / `inspect` print them: topic, body or bodyBase64, properties, flag, msgId."""
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            o = json.loads(line)
+            if "bodyBase64" in o:
+                body = base64.b64decode(o["bodyBase64"])
+            elif "body" in o and o["body"] is not None:
+                body = str(o["body"]).encode("utf-8")
+            else:
+                raise ValueError("no body or bodyBase64")
+            props = {str(k): str(v) for k, v in (o.get("properties") or {}).items() if v is not None}
+            for key, prop in (("tags", P.TAGS), ("keys", P.KEYS)):
+                if o.get(key) and prop not in props:
+                    props[prop] = str(o[key])
+            topic = to_topic or o.get("topic")
+            if not topic:
+                raise ValueError("no topic (give --to-topic)")
+            m = MessageExt(str(topic), body, properties=props, flag=int(o.get("flag") or 0),
+                           queue_id=int(o.get("queueId") or 0), queue_offset=int(o.get("queueOffset") or 0),
+                           store_timestamp=int(o.get("storeTimestamp") or 0),
+                           born_timestamp=int(o.get("bornTimestamp") or 0))
+            if o.get("msgId") and P.UNIQ_KEY not in props and P.ORIGIN_MESSAGE_ID not in props:
+                props[P.ORIGIN_MESSAGE_ID] = str(o["msgId"])
+            if o.get("storeHost") and o.get("commitLogOffset") is not None:
+                try:
+                    m.store_host = Host.parse(str(o["storeHost"]))
+                    m.commit_log_offset = int(o["commitLogOffset"])
+                except ValueError:
+                    pass
+        except (ValueError, TypeError, AttributeError) as e:
+            raise InvalidInput(f"JSON Lines input, line {n}: {e}") from None
+        yield ReplayItem(m, str(topic))
+
+
+def replay_message(item: ReplayItem) -> Message:
+    """The message to send: same body/flag/keys/tags/user properties, ORIGIN_MESSAGE_ID added."""
+    src = item.source
+    props = {k: v for k, v in src.properties.items() if k not in DROPPED_PROPERTIES}
+    origin = src.properties.get(P.ORIGIN_MESSAGE_ID) or src.properties.get(P.DLQ_ORIGIN_MESSAGE_ID)
+    if not origin:
+        origin = src.uniq_key or (src.offset_msg_id if src.commit_log_offset or src.store_timestamp else None)
+    if origin:
+        props[P.ORIGIN_MESSAGE_ID] = origin
+    return Message(item.topic, src.decompressed_body(), properties=props, flag=src.flag)
+
+
+# ---- targets -----------------------------------------------------------------------------------------
+class Target(Protocol):
+    def send(self, msg: Message) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+class NetworkTarget:
+    def __init__(self, namesrv: str | None, group: str = "rmqtool_replay") -> None:
+        from rmqtool.client.producer import Producer
+
+        self.producer = Producer(group, namesrv).start()
+
+    def send(self, msg: Message) -> dict[str, Any]:
+        return self.producer.send(msg).to_json()
+
+    def close(self) -> None:
+        self.producer.shutdown()
+
+
+class StoreTarget:
+    """An embedded store (LocalBroker): round robin over the topic's write queues, as a producer would."""
+
+    def __init__(self, root: Path) -> None:
+        from rmqtool.layouts.msgid import UniqKeyFactory
+        from rmqtool.store.config import StoreConfig
+        from rmqtool.store.local import LocalBroker
+
+        self.broker = LocalBroker.open(root, StoreConfig(store_path_root_dir=Path(root)))
+        self.uniq = UniqKeyFactory("127.0.0.1")
+        self._next: dict[str, int] = {}
+
+    def send(self, msg: Message) -> dict[str, Any]:
+        now = int(time.time() * 1000)
+        props = dict(msg.properties)
+        props.setdefault(P.WAIT, "true")
+        props[P.UNIQ_KEY] = self.uniq.create(now)
+        n = self.broker.write_queue_nums(msg.topic)
+        qid = self._next.get(msg.topic, int.from_bytes(os.urandom(2), "big")) % max(n, 1)
+        self._next[msg.topic] = qid + 1
+        m = MessageExt(msg.topic, msg.body, queue_id=qid, flag=msg.flag, properties=props, born_timestamp=now)
+        put = self.broker.send(m)
+        status = str(getattr(put.status, "value", put.status))
+        return {"status": "SEND_OK" if status == "PUT_OK" else status, "msgId": props[P.UNIQ_KEY],
+                "offsetMsgId": put.offset_msg_id, "topic": msg.topic, "queueId": qid,
+                "queueOffset": put.queue_offset}
+
+    def close(self) -> None:
+        self.broker.close()
+
+
+@dataclass
+class ReplaySummary:
+    selected: int = 0
+    sent: int = 0
+    failed: int = 0
+    by_topic: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def replay(items: Iterable[ReplayItem], target: Target | None, *, dry_run: bool = False,
+           rate: float | None = None, on_result: Callable[[dict[str, Any]], None] | None = None,
+           on_progress: Callable[[int], None] | None = None,
+           on_error: Callable[[Message, Exception], None] | None = None) -> ReplaySummary:
+    """Send each item (or only describe it with `dry_run`), at most `rate` messages per second."""
+    summary = ReplaySummary()
+    t0 = time.monotonic()
+    for item in items:
+        msg = replay_message(item)
+        summary.selected += 1
+        if rate:
+            due = t0 + (summary.selected - 1) / rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        if dry_run or target is None:
+            row: dict[str, Any] = {"status": "DRY_RUN", "topic": msg.topic, "tags": msg.properties.get(P.TAGS),
+                                   "keys": msg.properties.get(P.KEYS), "properties": msg.properties}
+            row.update(_body_field(msg.body))
+        else:
+            try:
+                row = target.send(msg)
+            except Exception as e:
+                summary.failed += 1
+                if on_error is not None:
+                    on_error(msg, e)
+                    if on_progress:
+                        on_progress(summary.selected)
+                    continue
+                raise
+            row["originMsgId"] = msg.properties.get(P.ORIGIN_MESSAGE_ID)
+            if row.get("status") == "SEND_OK":
+                summary.sent += 1
+            else:
+                summary.failed += 1
+        summary.by_topic[msg.topic] = summary.by_topic.get(msg.topic, 0) + 1
+        if on_result:
+            on_result(row)
+        if on_progress:
+            on_progress(summary.selected)
+    summary.seconds = time.monotonic() - t0
+    return summary
+
+
+def _body_field(body: bytes) -> dict[str, str]:
+    try:
+        return {"body": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"bodyBase64": base64.b64encode(body).decode("ascii")}
