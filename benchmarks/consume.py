@@ -101,6 +101,7 @@ def main() -> None:
         dumps_s = time.perf_counter() - t0
 
     mb = len(out) / 1e6
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (figures scale with it)")
     print(f"consume end-to-end : {n / full:12,.0f} msg/s  ({full:.2f} s, {mb:.1f} MB of JSON Lines)")
     print(f"consume streaming  : {n / stream:12,.0f} msg/s  (start-up incl. store recovery {startup:.2f} s)")
     print(f"ref cat to a pipe  : {n / cat_s:12,.0f} msg/s  ({cat_s:.3f} s)")

@@ -265,18 +265,20 @@ async def rmq_create_topic(addr: str, topic: str) -> None:
 class NatsConn:
     """NATS text protocol with JetStream publish acks on a reply inbox (one request in flight)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, inbox: str) -> None:
         self.r, self.w = reader, writer
         self.n = 0
+        self.inbox = inbox  # this connection's own reply subjects: acks must not reach other producers
 
     @classmethod
     async def open(cls, addr: str) -> NatsConn:
         host, port = addr.rsplit(":", 1)
         r, w = await asyncio.open_connection(host, int(port), limit=1 << 22)
         await r.readline()  # INFO
+        inbox = f"_INBOX.{os.getpid()}x{id(r):x}"
         w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\n'
-                b"SUB _INBOX.b.> 1\r\nPING\r\n")
-        c = cls(r, w)
+                + f"SUB {inbox}.> 1\r\nPING\r\n".encode())
+        c = cls(r, w, inbox)
         while (await r.readline()).strip() != b"PONG":
             pass
         return c
@@ -307,7 +309,7 @@ class NatsConn:
 
     async def request(self, subject: str, payload: bytes) -> bytes:
         self.n += 1
-        self.pub(subject, payload, f"_INBOX.b.{self.n}")
+        self.pub(subject, payload, f"{self.inbox}.{self.n}")
         _, _, data = await self._msg()
         return data
 
@@ -315,7 +317,7 @@ class NatsConn:
         """`count` pipelined publishes, then wait for every PubAck."""
         for _ in range(count):
             self.n += 1
-            self.pub(subject, BODY, f"_INBOX.b.{self.n}")
+            self.pub(subject, BODY, f"{self.inbox}.{self.n}")
         for _ in range(count):
             _, _, data = await self._msg()
             if b'"error"' in data:
@@ -365,7 +367,7 @@ async def nats_puller(addr: str, stream: str, queue_id: int, lat: list[float]) -
             conn.n += 1
             t0 = time.perf_counter()
             conn.pub(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}", b'{"batch":32,"no_wait":true}',
-                     f"_INBOX.b.{conn.n}")
+                     f"{conn.inbox}.{conn.n}")
             n = 0
             while True:
                 _, hdr, data = await conn._msg()

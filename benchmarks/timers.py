@@ -73,7 +73,7 @@ def throughput(root: Path, count: int, horizon_s: int) -> dict[str, float]:
     ref = put_rate(store, count, lambda i: MessageExt(topic="Plain", body=body,
                                                       properties={"UNIQ_KEY": f"P{i:012d}"}))
     put_started = now_ms()
-    start = put_started + 60_000
+    start = put_started + 900_000  # beyond the time the puts take, so every message is pending
     span = horizon_s * 1000
     put = put_rate(store, count, lambda i: MessageExt(
         topic="Timed", body=body,

@@ -75,17 +75,8 @@ def _is_opt(p) -> bool:
 
 
 def _metavar(p, ctx) -> str:
-    """The value placeholder of an option, across click and typer's vendored click."""
-    if getattr(p, "metavar", None):
-        return p.metavar
-    for attr in ("display_type", "make_metavar"):
-        fn = getattr(p, attr, None)
-        if callable(fn):
-            try:
-                return str(fn(ctx))
-            except TypeError:
-                continue
-    return (p.name or "value").upper()
+    """The value placeholder of an option: its metavar, else its name in capitals (man style)."""
+    return getattr(p, "metavar", None) or (p.name or "value").upper()
 
 
 def esc(text: str) -> str:

@@ -254,6 +254,8 @@ def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, 
                 keys += [(t, q) for q in sorted(qids)]
             return keys
 
+        if commit:
+            broker.subscriptions.find(group)  # PullMessageProcessor auto-creates the group's config
         printed = 0
         last_persist = time.monotonic()
         fast = out.fmt == "json" and sub.sub_all and exec_cmd is None

@@ -46,8 +46,8 @@ def slow_line(raw: bytes) -> str:
     return json_line(decode_record(raw, check_crc=False).to_json())
 
 
-def record_json_line(raw: bytes) -> str:
-    """The JSON line of one record (`raw` = exactly its bytes, as GetMessageResult.raw holds)."""
+def general_line(raw: bytes) -> str:
+    """`record_json_line` for any uncompressed record (V2 magic, IPv6 hosts included)."""
     (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts) = _HEAD.unpack_from(raw, 0)
     if sys_flag & COMPRESSED_FLAG:
         return slow_line(raw)
@@ -105,3 +105,61 @@ def record_json_line(raw: bytes) -> str:
         f'"reconsumeTimes":{reconsume},"sysFlag":{sys_flag},"flag":{flag},"bodyCRC":{crc},"totalSize":{total},'
         f'"properties":{{{props}}},{body_part}}}'
     )
+
+
+_MAGIC_V1 = -626843481
+_V1_TAIL = struct.Struct(">q8siqi")  # storeTimestamp, IPv4 storeHost, reconsumeTimes, prepared offset, bodyLength
+_FMT = ('{"topic":%s,"queueId":%d,"queueOffset":%d,"commitLogOffset":%d,"msgId":%s,"offsetMsgId":%s,'
+        '"tags":%s,"keys":%s,"bornTimestamp":%d,"bornHost":%s,"storeTimestamp":%d,"storeHost":%s,'
+        '"reconsumeTimes":%d,"sysFlag":%d,"flag":%d,"bodyCRC":%d,"totalSize":%d,"properties":{%s},%s}')
+_topic_cache: dict[bytes, str] = {}
+
+
+def record_json_line(raw: bytes) -> str:
+    """The JSON line of one record (`raw` = exactly its bytes, as GetMessageResult.raw holds).
+
+    The common record (V1 magic, IPv4 hosts, uncompressed) is laid out at fixed positions up to
+    the body and formatted with one `%` operation; everything else goes to `general_line`.
+    """
+    total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts = _HEAD.unpack_from(raw, 0)
+    if sys_flag & (COMPRESSED_FLAG | BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG) or magic != _MAGIC_V1:
+        return general_line(raw)
+    born = _host(raw[48:56])[0]
+    store_ts, store_raw, reconsume, _prepared, body_len = _V1_TAIL.unpack_from(raw, 56)
+    store_s, store_hex = _host(store_raw)
+    p = 88 + body_len
+    body = raw[88:p]
+    tl = raw[p]
+    topic_raw = raw[p + 1:p + 1 + tl]
+    topic = _topic_cache.get(topic_raw)
+    if topic is None:
+        if len(_topic_cache) > 4096:
+            _topic_cache.clear()
+        topic = _topic_cache[topic_raw] = _esc(topic_raw.decode("utf-8", "replace"))
+    p += 1 + tl
+    props_text = raw[p + 2:p + 2 + ((raw[p] << 8) | raw[p + 1])].decode("utf-8", "replace")
+    pairs = _PAIR.findall(props_text)
+    n = len(pairs)
+    if (props_text.count("\x02") != n or props_text.count("\x01") != n or "\\" in props_text
+            or (n and props_text[-1] != "\x02")):
+        return slow_line(raw)
+    found = dict(pairs)
+    if len(found) != n:
+        return slow_line(raw)
+    tags = found.get("TAGS")
+    keys = found.get("KEYS")
+    uniq = found.get("UNIQ_KEY")
+    if phys < 0:  # not a stored record's offset; keep the exact two's-complement rendering simple
+        return general_line(raw)
+    offset_id = f'"{store_hex}{phys:016X}"'
+    try:
+        body_part = '"body":' + _esc(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        import base64
+
+        body_part = f'"bodyBase64":"{base64.b64encode(body).decode("ascii")}"'
+    return _FMT % (topic, queue_id, queue_offset, phys, _esc(uniq) if uniq else offset_id, offset_id,
+                   _esc(tags) if tags else "null", _esc(keys) if keys else "null", born_ts, born, store_ts,
+                   store_s, reconsume, sys_flag, flag, crc, total,
+                   _esc(props_text[:-1]).replace("\\u0001", '":"').replace("\\u0002", '","') if n else "",
+                   body_part)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import logging
 import os
 import time
@@ -33,15 +32,25 @@ from rmqtool.client.offsets import (
 )
 from rmqtool.client.process_queue import ProcessQueue
 from rmqtool.client.pull import build_sys_flag, pull_kernel, query_offset
-from rmqtool.client.route import TopicRouteData
-from rmqtool.client.subscription import SQL92, TAG, SubscriptionData
-from rmqtool.client.validate import check_group, check_topic
+from rmqtool.client.route import TopicRouteData, subscribe_queues
+from rmqtool.client.subscription import SQL92, TAG, SubscriptionData, build
 from rmqtool.errors import RemotingError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.layouts.message import MessageExt
+from rmqtool.remoting import fastjson
+from rmqtool.remoting.bodies import (
+    CheckClientRequestBody,
+    ConsumerData,
+    ConsumerListBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+)
+from rmqtool.remoting.bodies import MessageQueue as MessageQueueBody
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader
+from rmqtool.validators import check_group, check_topic
 
 log = logging.getLogger("rmqtool.client")
 
@@ -137,24 +146,18 @@ class ConsumerImpl:
     # ---- subscriptions and routes ------------------------------------------------------------------
     def subscribe(self, topic: str, expression: str | None = "*", expression_type: str = TAG) -> None:
         topic = ns.wrap(self.namespace, topic)
-        self.subscriptions[topic] = SubscriptionData.build(topic, expression, expression_type)
+        self.subscriptions[topic] = build(topic, expression, expression_type)
 
     def topics_in_use(self) -> set[str]:
         return set(self.subscriptions)
 
     def on_route(self, topic: str, route: TopicRouteData) -> None:
         if topic in self.subscriptions:
-            self.topic_subscribe_info[topic] = route.subscribe_queues(topic)
+            self.topic_subscribe_info[topic] = subscribe_queues(route, topic)
 
-    def consumer_data(self) -> dict[str, Any]:
-        return {
-            "consumeFromWhere": self.consume_from_where,
-            "consumeType": "CONSUME_PASSIVELY" if self.push else "CONSUME_ACTIVELY",
-            "groupName": self.group,
-            "messageModel": self.message_model,
-            "subscriptionDataSet": [s.to_json() for s in self.subscriptions.values()],
-            "unitMode": False,
-        }
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(self.group, "CONSUME_PASSIVELY" if self.push else "CONSUME_ACTIVELY",
+                            self.message_model, self.consume_from_where, list(self.subscriptions.values()))
 
     async def start(self) -> None:
         """`DefaultMQPushConsumerImpl#start`: routes, SQL92 check, heartbeat, first rebalance."""
@@ -162,7 +165,7 @@ class ConsumerImpl:
         self._rebalance_event = asyncio.Event()
         if self.push and self.message_model == CLUSTERING:
             retry = _retry_topic(self.group)
-            self.subscriptions.setdefault(retry, SubscriptionData.build(retry, "*"))
+            self.subscriptions.setdefault(retry, build(retry, "*"))
         errors = []
         for topic in list(self.subscriptions):
             try:
@@ -174,7 +177,7 @@ class ConsumerImpl:
             except RemotingError as e:
                 errors.append(e)
         for sub in self.subscriptions.values():
-            if sub.expression_type != TAG:
+            if sub.expressionType != TAG:
                 await self.check_client_config(sub)
         self.running = True
         await self.instance.send_heartbeat_to_all_brokers()
@@ -192,18 +195,17 @@ class ConsumerImpl:
 
     async def check_client_config(self, sub: SubscriptionData) -> None:
         """CHECK_CLIENT_CONFIG for SQL92 subscriptions: any refusal aborts start (Java throws)."""
-        body = json.dumps({"clientId": self.instance.client_id, "group": self.group,
-                           "subscriptionData": sub.to_json()}, separators=(",", ":")).encode()
+        body = fastjson.dumpb(CheckClientRequestBody(self.instance.client_id, self.group, sub).to_json_obj())
         route = self.instance.routes.get(sub.topic)
-        for bd in route.broker_datas if route else []:
-            addr = bd.master_addr
+        for bd in route.brokerDatas if route else []:
+            addr = bd.master_addr()
             if addr is None:
                 continue
             resp = await self.instance.invoke(addr, RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG,
                                                                             body=body))
             if resp.code != ResponseCode.SUCCESS:
-                raise BrokerError(resp.code, f"the broker does not accept the {sub.expression_type} expression "
-                                  f"{sub.sub_string!r}: {resp.remark}", addr)
+                raise BrokerError(resp.code, f"the broker does not accept the {sub.expressionType} expression "
+                                  f"{sub.subString!r}: {resp.remark}", addr)
 
     # ---- rebalance ---------------------------------------------------------------------------------
     def rebalance_soon(self) -> None:
@@ -233,17 +235,17 @@ class ConsumerImpl:
         route = self.instance.routes.get(topic)
         if route is None:
             return None
-        for bd in route.broker_datas:
-            addr = bd.master_addr or next(iter(bd.broker_addrs.values()), None)
+        for bd in route.brokerDatas:
+            addr = bd.master_addr() or next(iter(bd.brokerAddrs.values()), None)
             if addr is None:
                 continue
             try:
                 resp = await self.instance.invoke(addr, RemotingCommand.request(
-                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}))
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, GetConsumerListByGroupRequestHeader(self.group).to_ext()))
             except RemotingError:
                 continue
             if resp.code == ResponseCode.SUCCESS and resp.body:
-                return list(json.loads(resp.body).get("consumerIdList") or [])
+                return ConsumerListBody.decode(resp.body).consumerIdList
             return None
         return None
 
@@ -341,18 +343,21 @@ class ConsumerImpl:
             addr = self.instance.master_addr(broker)
             if addr is None:
                 continue
-            body = json.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id,
-                               "mqSet": [{"brokerName": m.broker_name, "queueId": m.queue_id, "topic": m.topic}
-                                         for m in items]}, separators=(",", ":")).encode()
+            body = self._lock_body(items)
             try:
                 resp = await self.instance.invoke(addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ,
                                                                                 body=body))
             except RemotingError:
                 continue
             if resp.code == ResponseCode.SUCCESS and resp.body:
-                for e in json.loads(resp.body).get("lockOKMQSet") or []:
-                    out.add(MessageQueue(e["topic"], e["brokerName"], int(e["queueId"])))
+                for e in LockBatchResponseBody.decode(resp.body).lockOKMQSet:
+                    out.add(MessageQueue(e.topic, e.brokerName, e.queueId))
         return out
+
+    def _lock_body(self, mqs: list[MessageQueue]) -> bytes:
+        return fastjson.dumpb(LockBatchRequestBody(
+            self.group, self.instance.client_id,
+            [MessageQueueBody(m.topic, m.broker_name, m.queue_id) for m in mqs]).to_json_obj())
 
     async def unlock(self, mqs: list[MessageQueue], oneway: bool = False) -> None:
         by_broker: dict[str, list[MessageQueue]] = {}
@@ -362,10 +367,7 @@ class ConsumerImpl:
             addr = self.instance.master_addr(broker)
             if addr is None:
                 continue
-            body = json.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id,
-                               "mqSet": [{"brokerName": m.broker_name, "queueId": m.queue_id, "topic": m.topic}
-                                         for m in items]}, separators=(",", ":")).encode()
-            req = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, body=body, oneway=oneway)
+            req = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, body=self._lock_body(items), oneway=oneway)
             with contextlib.suppress(RemotingError):
                 if oneway:
                     await self.instance.invoke_oneway(addr, req)
@@ -575,9 +577,11 @@ class ConsumerImpl:
     async def send_message_back(self, m: MessageExt, delay_level: int, broker_name: str) -> bool:
         """CONSUMER_SEND_MSG_BACK; on failure the fallback resend to %RETRY% (formats.md §9)."""
         addr = self.instance.master_addr(broker_name) or str(m.store_host)
-        header = {"offset": m.commit_log_offset, "group": self.group, "delayLevel": delay_level,
-                  "originMsgId": m.msg_id, "originTopic": ns.wrap(self.namespace, m.topic), "unitMode": "false",
-                  "maxReconsumeTimes": self.effective_max_reconsume_times, "bname": broker_name}
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=m.commit_log_offset, group=self.group, delayLevel=delay_level, originMsgId=m.msg_id,
+            originTopic=ns.wrap(self.namespace, m.topic), unitMode=False,
+            maxReconsumeTimes=self.effective_max_reconsume_times).to_ext()
+        header["bname"] = broker_name  # 4.9.x+ clients add the target broker name
         try:
             resp = await self.instance.invoke(addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK,
                                                                             header), 5.0)
@@ -599,6 +603,7 @@ class ConsumerImpl:
         props = retry.properties
         props.pop(P.MIN_OFFSET, None)
         props.pop(P.MAX_OFFSET, None)
+        props.pop(P.TRAN_MSG, None)
         props[P.ORIGIN_MESSAGE_ID] = m.properties.get(P.ORIGIN_MESSAGE_ID) or m.msg_id
         props[P.RETRY_TOPIC] = ns.wrap(self.namespace, m.topic)
         if delay:
@@ -798,13 +803,13 @@ class PullConsumer:
         route = self.instance.run(self.instance.update_route(ns.wrap(self.namespace, topic)))
         if route is None:
             raise ClientError(f"Can not find Message Queue for this topic, {topic}")
-        return [MessageQueue(topic, q.broker_name, q.queue_id) for q in route.subscribe_queues(topic)]
+        return [MessageQueue(topic, q.broker_name, q.queue_id) for q in subscribe_queues(route, topic)]
 
     def pull(self, mq: MessageQueue, expression: str = "*", offset: int = 0, max_nums: int = 32, *,
              expression_type: str = TAG, block: bool = False, timeout: float = 10.0) -> PullResult:
         """One PULL_MESSAGE; `block=True` lets the broker hold it until a message arrives (`timeout`)."""
         mq = self._mq(mq)
-        sub = SubscriptionData.build(mq.topic, expression, expression_type)
+        sub = build(mq.topic, expression, expression_type)
         suspend_ms = int(timeout * 1000)
         flag = build_sys_flag(False, block, True)
         result = self.instance.run(pull_kernel(self.instance, self.impl.group, mq, sub, offset, max_nums, flag, 0,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import json
 import logging
 import os
 import random
@@ -24,10 +23,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmqtool.client.exceptions import BrokerError, ClientError
-from rmqtool.client.route import MASTER_ID, TopicRouteData
+from rmqtool.client.route import MASTER_ID, TopicRouteData, broker_addr_table
 from rmqtool.errors import RemotingError
+from rmqtool.remoting import fastjson
+from rmqtool.remoting.bodies import HeartbeatData, ProducerData
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import (
+    GetRouteInfoRequestHeader,
+    NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+)
 from rmqtool.remoting.transport import Connection, connect
 
 if TYPE_CHECKING:
@@ -73,14 +79,15 @@ def local_ip_towards(addr: str) -> str:
 class ClientInstance:
     """Owns the loop thread, the connections and the route table shared by producers and consumers."""
 
-    def __init__(self, namesrv_addr: str | None = None, *, instance_name: str = "DEFAULT",
+    def __init__(self, namesrv_addr: str | None = None, *, instance_name: str | None = None,
                  client_ip: str | None = None, unit_name: str | None = None,
                  config: ClientConfig | None = None) -> None:
         self.namesrv_addrs = namesrv_list(namesrv_addr)
         self.config = config or ClientConfig()
         self.client_ip = client_ip or local_ip_towards(self.namesrv_addrs[0])
-        self.instance_name = instance_name
-        self.client_id = f"{self.client_ip}@{instance_name}" + (f"@{unit_name}" if unit_name else "")
+        # changeInstanceNameToPID: two processes on one host must not share a client id
+        self.instance_name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
+        self.client_id = f"{self.client_ip}@{self.instance_name}" + (f"@{unit_name}" if unit_name else "")
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._conns: dict[str, Connection] = {}
@@ -220,7 +227,8 @@ class ClientInstance:
     async def _on_request(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         """Requests the broker sends us (`ClientRemotingProcessor`)."""
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            consumer = self.consumers.get(cmd.ext_fields.get("consumerGroup", ""))
+            group = NotifyConsumerIdsChangedRequestHeader.from_ext(cmd.ext_fields).consumerGroup
+            consumer = self.consumers.get(group)
             if consumer is not None:
                 consumer.rebalance_soon()
             return None
@@ -236,7 +244,7 @@ class ClientInstance:
     async def fetch_route(self, topic: str) -> TopicRouteData | None:
         """GET_ROUTEINFO_BY_TOPIC; None when the name server has no route (code 17)."""
         req = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                      {"topic": topic, "acceptStandardJsonOnly": "true"})
+                                      GetRouteInfoRequestHeader(topic, acceptStandardJsonOnly=True).to_ext())
         resp = await self.invoke_namesrv(req)
         if resp.code == ResponseCode.TOPIC_NOT_EXIST:
             return None
@@ -252,7 +260,7 @@ class ClientInstance:
 
     def set_route(self, topic: str, route: TopicRouteData) -> None:
         self.routes[topic] = route
-        for name, addrs in route.broker_addr_table().items():
+        for name, addrs in broker_addr_table(route).items():
             self.broker_addrs[name] = addrs
         for p in self.producers.values():
             p.on_route(topic, route)
@@ -279,18 +287,15 @@ class ClientInstance:
         return addrs.get(MASTER_ID) or next(iter(addrs.values()), None)
 
     # ---- heartbeat -------------------------------------------------------------------------------
-    def heartbeat_data(self) -> dict[str, Any]:
-        return {
-            "clientID": self.client_id,
-            "consumerDataSet": [c.consumer_data() for c in self.consumers.values()],
-            "producerDataSet": [{"groupName": g} for g in self.producers]
-            + ([{"groupName": "CLIENT_INNER_PRODUCER"}] if self.consumers else []),
-        }
+    def heartbeat_data(self) -> HeartbeatData:
+        groups = list(self.producers) + (["CLIENT_INNER_PRODUCER"] if self.consumers else [])
+        return HeartbeatData(self.client_id, [ProducerData(g) for g in dict.fromkeys(groups)],
+                             [c.consumer_data() for c in self.consumers.values()])
 
     async def send_heartbeat_to_all_brokers(self) -> None:
         if not self.producers and not self.consumers:
             return
-        body = json.dumps(self.heartbeat_data(), sort_keys=True, separators=(",", ":")).encode()
+        body = fastjson.dumpb(self.heartbeat_data().to_json_obj())
         only_masters = not self.consumers
         for name, addrs in list(self.broker_addrs.items()):
             for bid, addr in addrs.items():
@@ -307,9 +312,10 @@ class ClientInstance:
         for addrs in list(self.broker_addrs.values()):
             for addr in addrs.values():
                 with contextlib.suppress(RemotingError):
-                    await self.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, {
-                        "clientID": self.client_id, "producerGroup": producer_group,
-                        "consumerGroup": consumer_group}), timeout=1.0)
+                    await self.invoke(addr, RemotingCommand.request(
+                        RequestCode.UNREGISTER_CLIENT,
+                        UnregisterClientRequestHeader(self.client_id, producer_group, consumer_group).to_ext()),
+                        timeout=1.0)
 
     async def _persist_all_offsets(self) -> None:
         for c in list(self.consumers.values()):

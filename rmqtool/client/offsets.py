@@ -18,6 +18,11 @@ from rmqtool.client.message import MessageQueue
 from rmqtool.errors import RemotingError
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import (
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
 
 if TYPE_CHECKING:
     from rmqtool.client.instance import ClientInstance
@@ -67,14 +72,17 @@ class RemoteBrokerOffsetStore(OffsetStore):
             addr = self.instance.master_addr(mq.broker_name)
             if addr is None:
                 return -2
-        req = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
-            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id})
+        req = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET,
+                                      QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id).to_ext())
         try:
             resp = await self.instance.invoke(addr, req)
         except RemotingError:
             return -2
         if resp.code == ResponseCode.SUCCESS:
-            off = int(resp.ext_fields.get("offset", "-1"))
+            try:
+                off = OffsetResponseHeader.from_ext(resp.ext_fields).offset
+            except ValueError:
+                return -1
             self.update(mq, off, False)
             return off
         return -1  # QUERY_NOT_FOUND and other broker answers (MQBrokerException in Java)
@@ -86,9 +94,8 @@ class RemoteBrokerOffsetStore(OffsetStore):
         addr = self.instance.master_addr(mq.broker_name)
         if addr is None:
             return
-        req = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id, "commitOffset": off},
-            oneway=oneway)
+        req = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
+            self.group, mq.topic, mq.queue_id, off).to_ext(), oneway=oneway)
         try:
             if oneway:
                 await self.instance.invoke_oneway(addr, req)

@@ -22,8 +22,12 @@ from rmqtool.client.exceptions import BrokerError, ClientError
 from rmqtool.client.fault import MQFaultStrategy, TopicPublishInfo
 from rmqtool.client.instance import ClientConfig, ClientInstance
 from rmqtool.client.message import LocalTransactionState, Message, MessageQueue, SendResult, SendStatus
-from rmqtool.client.route import TopicRouteData
-from rmqtool.client.validate import check_group, check_message
+from rmqtool.client.route import (
+    TopicRouteData,
+    broker_addr_table,
+    publish_info,
+    with_default_topic_queue_nums,
+)
 from rmqtool.errors import InvalidMessage, RemotingError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
@@ -40,6 +44,13 @@ from rmqtool.layouts.message import compress_body, decode_record
 from rmqtool.layouts.msgid import UniqKeyFactory, decode_offset_msg_id
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
+from rmqtool.validators import check_body, check_group, check_properties, check_send_topic
 
 log = logging.getLogger("rmqtool.client")
 
@@ -111,7 +122,7 @@ class ProducerImpl:
     def on_route(self, topic: str, route: TopicRouteData) -> None:
         if topic in self.publish_info:
             old = self.publish_info[topic]
-            info = route.publish_info(topic)
+            info = publish_info(route, topic)
             info.send_which_queue = old.send_which_queue
             self.publish_info[topic] = info
 
@@ -122,19 +133,19 @@ class ProducerImpl:
             return info
         route = await self.instance.fetch_route(topic)
         if route is not None:
-            info = route.publish_info(topic)
+            info = publish_info(route, topic)
             if info.ok():
                 self.publish_info[topic] = info
                 self.instance.set_route(topic, route)
                 return info
         default = await self.instance.fetch_route(self.create_topic_key)
         if default is not None:
-            route = default.with_default_topic_queue_nums(self.default_topic_queue_nums)
-            info = route.publish_info(topic)
+            route = with_default_topic_queue_nums(default, self.default_topic_queue_nums)
+            info = publish_info(route, topic)
             if info.ok():
                 info.have_topic_router_info = False
                 self.publish_info[topic] = info
-                for name, addrs in route.broker_addr_table().items():
+                for name, addrs in broker_addr_table(route).items():
                     self.instance.broker_addrs[name] = addrs
                 return info
         raise ClientError(f"No route info of this topic: {topic}")
@@ -142,29 +153,29 @@ class ProducerImpl:
     # ---- preparing a message ---------------------------------------------------------------------
     def prepare(self, msg: Message) -> Message:
         msg.topic = ns.wrap(self.namespace, msg.topic)
-        check_message(msg.topic, msg.body, self.max_message_size)
+        check_send_topic(msg.topic, strict=False)  # Validators.checkMessage, as the Java client checks
+        check_body(msg.body, self.max_message_size)
+        check_properties(msg.properties)
         if P.UNIQ_KEY not in msg.properties:
             msg.properties[P.UNIQ_KEY] = self.uniq.create()
         return msg
 
     def request_header(self, msg: Message, mq: MessageQueue, sys_flag: int, props: dict[str, str],
-                       batch: bool = False) -> dict[str, object]:
-        """SendMessageRequestHeaderV2 (letters a..n)."""
+                       batch: bool = False) -> dict[str, str]:
+        """SendMessageRequestHeaderV2 (letters a..n); retry topics carry the counters in j / l."""
         props = dict(props)
-        h: dict[str, object] = {
-            "a": self.group, "b": msg.topic, "c": self.create_topic_key, "d": self.default_topic_queue_nums,
-            "e": mq.queue_id, "f": sys_flag, "g": int(time.time() * 1000), "h": msg.flag,
-            "j": 0, "k": "false", "m": "true" if batch else "false", "n": mq.broker_name,
-        }
+        reconsume_times, max_reconsume_times = 0, None
         if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            rt = props.pop(P.RECONSUME_TIME, None)
-            if rt is not None:
-                h["j"] = rt
+            reconsume_times = int(props.pop(P.RECONSUME_TIME, "0") or 0)
             mrt = props.pop(P.MAX_RECONSUME_TIMES, None)
-            if mrt is not None:
-                h["l"] = mrt
-        h["i"] = P.encode_properties(_java_props_order(props))
-        return h
+            max_reconsume_times = int(mrt) if mrt is not None else None
+        header = SendMessageRequestHeader(
+            producerGroup=self.group, topic=msg.topic, defaultTopic=self.create_topic_key,
+            defaultTopicQueueNums=self.default_topic_queue_nums, queueId=mq.queue_id, sysFlag=sys_flag,
+            bornTimestamp=int(time.time() * 1000), flag=msg.flag,
+            properties=P.encode_properties(_java_props_order(props)), reconsumeTimes=reconsume_times,
+            unitMode=False, batch=batch, maxReconsumeTimes=max_reconsume_times, brokerName=mq.broker_name)
+        return header.to_v2_ext()
 
     def build_request(self, msg: Message, mq: MessageQueue, batch_body: bytes | None) -> RemotingCommand:
         """`sendKernelImpl`: compression, transaction flag, V2 header; batches go as code 320."""
@@ -203,15 +214,14 @@ class ProducerImpl:
         status = _STATUS_BY_CODE.get(resp.code)
         if status is None:
             raise BrokerError(resp.code, resp.remark, addr)
-        ext = resp.ext_fields
         try:
-            queue_id, queue_offset = int(ext["queueId"]), int(ext["queueOffset"])
-        except (KeyError, ValueError):
-            raise BrokerError(resp.code, f"send response without queueId/queueOffset: {ext}", addr) from None
+            h = SendMessageResponseHeader.from_ext(resp.ext_fields)
+        except ValueError as e:
+            raise BrokerError(resp.code, f"bad send response header: {e}", addr) from None
         topic = ns.unwrap(self.namespace, msg.topic)
-        return SendResult(status, uniq_ids or msg.properties.get(P.UNIQ_KEY, ""), ext.get("msgId", ""),
-                          MessageQueue(topic, mq.broker_name, queue_id), queue_offset,
-                          ext.get("transactionId"), ext.get("MSG_REGION"))
+        return SendResult(status, uniq_ids or msg.properties.get(P.UNIQ_KEY, ""), h.msgId,
+                          MessageQueue(topic, mq.broker_name, h.queueId), h.queueOffset,
+                          h.transactionId, resp.ext_fields.get("MSG_REGION"))
 
     # ---- the send loop ---------------------------------------------------------------------------
     async def send(self, msg: Message, *, mode: str = "sync", timeout: float | None = None,
@@ -343,7 +353,11 @@ async def check_transaction_state(instance: ClientInstance, cmd: RemotingCommand
     if producer is None or producer.transaction_listener is None:
         log.warning("transaction check for group %s without a listener", group)
         return
-    ext = cmd.ext_fields
+    try:
+        check = CheckTransactionStateRequestHeader.from_ext(cmd.ext_fields)
+    except ValueError as e:
+        log.warning("bad transaction check header: %s", e)
+        return
     listener = producer.transaction_listener
     loop = asyncio.get_running_loop()
     remark = None
@@ -351,16 +365,11 @@ async def check_transaction_state(instance: ClientInstance, cmd: RemotingCommand
         state = await loop.run_in_executor(producer.check_executor, listener.check_local_transaction, msg)
     except Exception as e:  # Java: the exception text goes into the remark, state UNKNOW
         state, remark = LocalTransactionState.UNKNOW, f"checkLocalTransactionState Exception: {e}"
-    header = {
-        "producerGroup": group,
-        "tranStateTableOffset": ext.get("tranStateTableOffset"),
-        "commitLogOffset": ext.get("commitLogOffset"),
-        "commitOrRollback": _TX_FLAG[LocalTransactionState(state)],
-        "fromTransactionCheck": "true",
-        "msgId": msg.properties.get(P.UNIQ_KEY) or ext.get("msgId"),
-        "transactionId": ext.get("transactionId"),
-        "topic": msg.topic,
-    }
+    header = EndTransactionRequestHeader(
+        producerGroup=group, tranStateTableOffset=check.tranStateTableOffset,
+        commitLogOffset=check.commitLogOffset, commitOrRollback=_TX_FLAG[LocalTransactionState(state)],
+        msgId=msg.properties.get(P.UNIQ_KEY) or check.msgId or "", fromTransactionCheck=True,
+        transactionId=check.transactionId, topic=msg.topic).to_ext()
     req = RemotingCommand.request(RequestCode.END_TRANSACTION, header, oneway=True)
     req.remark = remark
     req.language = instance.config.language
@@ -552,13 +561,11 @@ class TransactionProducer(Producer):
         addr = self.instance.master_addr(result.message_queue.broker_name)
         if addr is None or off is None:
             raise ClientError("cannot end the transaction: no broker address or offset msgId")
-        header = {
-            "producerGroup": self.impl.group, "tranStateTableOffset": result.queue_offset,
-            "commitLogOffset": off.commit_log_offset, "commitOrRollback": _TX_FLAG[state],
-            "fromTransactionCheck": "false", "msgId": result.msg_id, "transactionId": msg.transaction_id,
-            "topic": msg.topic,
-        }
-        req = RemotingCommand.request(RequestCode.END_TRANSACTION, header, oneway=True)
+        header = EndTransactionRequestHeader(
+            producerGroup=self.impl.group, tranStateTableOffset=result.queue_offset,
+            commitLogOffset=off.commit_log_offset, commitOrRollback=_TX_FLAG[state], msgId=result.msg_id,
+            fromTransactionCheck=False, transactionId=msg.transaction_id, topic=msg.topic)
+        req = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext(), oneway=True)
         if error is not None:
             req.remark = f"executeLocalTransactionBranch exception: {error}"
         await self.instance.invoke_oneway(addr, req)

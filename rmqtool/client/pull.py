@@ -10,21 +10,28 @@ from typing import TYPE_CHECKING
 
 from rmqtool.client.exceptions import BrokerError, ClientError
 from rmqtool.client.message import MessageQueue, PullResult, PullStatus
-from rmqtool.client.subscription import SubscriptionData
+from rmqtool.client.subscription import SubscriptionData, matches_tags
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import COMPRESSED_FLAG, COMPRESSION_TYPE_COMPARATOR
 from rmqtool.layouts.message import MessageExt, RecordError, decode_record, decompress_body
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import (
+    OffsetResponseHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    PullSysFlag,
+    SearchOffsetRequestHeader,
+    TopicQueueRequestHeader,
+)
 
 if TYPE_CHECKING:
     from rmqtool.client.instance import ClientInstance
 
-# PullSysFlag
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
+FLAG_COMMIT_OFFSET = PullSysFlag.COMMIT_OFFSET
+FLAG_SUSPEND = PullSysFlag.SUSPEND
+FLAG_SUBSCRIPTION = PullSysFlag.SUBSCRIPTION
+FLAG_CLASS_FILTER = PullSysFlag.CLASS_FILTER
 FLAG_LITE_PULL = 0x10
 
 _STATUS = {ResponseCode.SUCCESS: PullStatus.FOUND, ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
@@ -69,28 +76,24 @@ async def pull_kernel(instance: ClientInstance, group: str, mq: MessageQueue, su
         addr = instance.any_addr(mq.broker_name)
         if addr is None:
             raise ClientError(f"The broker[{mq.broker_name}] not exist")
-    header: dict[str, object] = {
-        "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id, "queueOffset": offset,
-        "maxMsgNums": max_nums, "sysFlag": sys_flag, "commitOffset": commit_offset,
-        "suspendTimeoutMillis": suspend_ms, "subVersion": sub.sub_version,
-        "expressionType": sub.expression_type,
-    }
-    if sys_flag & FLAG_SUBSCRIPTION:
-        header["subscription"] = sub.sub_string
-    resp = await instance.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header), timeout)
+    header = PullMessageRequestHeader(
+        consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, queueOffset=offset, maxMsgNums=max_nums,
+        sysFlag=sys_flag, commitOffset=commit_offset, suspendTimeoutMillis=suspend_ms, subVersion=sub.subVersion,
+        subscription=sub.subString if sys_flag & FLAG_SUBSCRIPTION else None, expressionType=sub.expressionType)
+    resp = await instance.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext()), timeout)
     status = _STATUS.get(resp.code)
     if status is None:
         raise BrokerError(resp.code, resp.remark, addr)
-    ext = resp.ext_fields
     try:
-        result = PullResult(status, int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"]),
-                            suggest_which_broker_id=int(ext.get("suggestWhichBrokerId", "0") or 0))
-    except (KeyError, ValueError):
-        raise BrokerError(resp.code, f"pull response without offsets: {ext}", addr) from None
+        h = PullMessageResponseHeader.from_ext(resp.ext_fields)
+    except ValueError as e:
+        raise BrokerError(resp.code, f"bad pull response header: {e}", addr) from None
+    result = PullResult(status, h.nextBeginOffset, h.minOffset, h.maxOffset,
+                        suggest_which_broker_id=h.suggestWhichBrokerId)
     if status == PullStatus.FOUND:
         msgs = []
         for m in decode_messages(resp.body):
-            if not sub.matches_tags(m.tags):
+            if not matches_tags(sub, m.tags):
                 continue
             unwrap_body(m)
             m.properties[P.MIN_OFFSET] = str(result.min_offset)
@@ -109,8 +112,16 @@ async def query_offset(instance: ClientInstance, code: int, mq: MessageQueue, ex
         addr = instance.master_addr(mq.broker_name)
         if addr is None:
             raise ClientError(f"The broker[{mq.broker_name}] not exist")
-    resp = await instance.invoke(addr, RemotingCommand.request(code, {"topic": mq.topic, "queueId": mq.queue_id,
-                                                                    **(extra or {})}))
+    if extra and "timestamp" in extra:
+        ext = SearchOffsetRequestHeader(mq.topic, mq.queue_id, int(str(extra["timestamp"]))).to_ext()
+    else:
+        ext = TopicQueueRequestHeader(mq.topic, mq.queue_id).to_ext()
+    resp = await instance.invoke(addr, RemotingCommand.request(code, ext))
     if resp.code != ResponseCode.SUCCESS:
         raise BrokerError(resp.code, resp.remark, addr)
+    if field == "offset":
+        try:
+            return OffsetResponseHeader.from_ext(resp.ext_fields).offset
+        except ValueError as e:
+            raise BrokerError(resp.code, f"bad offset response header: {e}", addr) from None
     return int(resp.ext_fields.get(field, "0"))

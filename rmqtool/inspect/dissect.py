@@ -151,6 +151,8 @@ def message_item(msg: MessageExt, path: str, pos: int, raw_buf, f: Filters, crc_
 
 
 def dissect_commitlog(path: Path, f: Filters, progress: Progress = None) -> Iterator[Item]:
+    if (Path(path) / "commitlog").is_dir():
+        path = Path(path) / "commitlog"
     files = as_queue_files(path)
     _, relroot = _root_and_rel(path)
     direct = None

@@ -15,7 +15,6 @@ import zlib
 from typing import Any
 
 from rmqtool.layouts.constants import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
-from rmqtool.layouts.properties import decode_properties
 
 _HEAD = struct.Struct(">iiiiiqqiq")
 _Q = struct.Struct(">q")
@@ -37,6 +36,11 @@ def _host(raw: bytes) -> str:
             _hosts.clear()
         _hosts[raw] = s
     return s
+
+
+def _props(text: str) -> dict[str, str]:
+    """`decode_properties` in one comprehension: same drops (empty key or value), same last-wins."""
+    return {k: v for k, sep, v in (seg.partition("\x01") for seg in text.split("\x02")) if sep and k and v}
 
 
 def fast_message_fields(buf, pos: int, end: int, body_hex: bool = False) -> tuple[int, dict[str, Any]] | None:
@@ -79,7 +83,7 @@ def fast_message_fields(buf, pos: int, end: int, body_hex: bool = False) -> tupl
     p += 2
     if pl < 0 or p + pl != rec_end:
         return None
-    props = decode_properties(bytes(buf[p : p + pl]).decode("utf-8", "replace")) if pl else {}
+    props = _props(bytes(buf[p : p + pl]).decode("utf-8", "replace")) if pl else {}
     offset_msg_id = (store[:-4] + store[-4:] + _Q.pack(phys)).hex().upper()
     d: dict[str, Any] = {
         "topic": topic, "queueId": qid, "queueOffset": qoff, "commitLogOffset": phys,

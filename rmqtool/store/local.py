@@ -114,7 +114,7 @@ class PeriodicService:
 # delivery of rmqtool.store.timer.
 ServiceFactory = Callable[["LocalBroker"], "Iterable[Service] | Service | None"]
 SERVICE_FACTORIES: list[ServiceFactory] = []
-SERVICE_PLUGINS: tuple[str, ...] = ("rmqtool.store.timer:attach_delivery",)
+SERVICE_PLUGINS: tuple[str, ...] = ("rmqtool.store.timer:attach",)
 
 
 def register_service_factory(factory: ServiceFactory) -> ServiceFactory:

@@ -67,6 +67,8 @@ def test_send_one_then_consume_prints_json_lines_and_commits(store):
     text = (store / "config" / "consumerOffset.json").read_text()
     assert f'"TopicTest@rmqtool":{{{res["queueId"]}:1\n' in text
     assert ok("consume", "--store", str(store), "TopicTest") == []  # caught up, committed
+    groups = (store / "config" / "subscriptionGroup.json").read_text()
+    assert '"rmqtool":{' in groups and '"retryMaxTimes":16' in groups
 
 
 def test_stdin_lines_batches_and_env_store(store):

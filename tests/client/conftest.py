@@ -1,4 +1,4 @@
-"""Fixtures of the client tests: a server per module, parametrized over rmqtool serve and Apache RocketMQ."""
+"""Fixtures of the client tests: one server per kind for the session, rmqtool serve and Apache RocketMQ."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from servers import Server, start_server  # noqa: E402
 _names = itertools.count()
 
 
-@pytest.fixture(scope="module", params=["serve", "apache"])
+@pytest.fixture(scope="session", params=["serve", "apache"])
 def server(request, tmp_path_factory) -> Server:
     s = start_server(request.param, tmp_path_factory.mktemp(f"{request.param}-"))
     yield s
@@ -24,7 +24,7 @@ def server(request, tmp_path_factory) -> Server:
 
 @pytest.fixture
 def unique():
-    """Fresh topic/group names per test (the module's server is shared)."""
+    """Fresh topic/group names per test (the server is shared)."""
     n = next(_names)
 
     def name(prefix: str) -> str:

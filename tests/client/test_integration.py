@@ -106,7 +106,7 @@ def test_tag_filter_and_sql92(server, unique):
     c = PushConsumer(unique("gsql"), server.namesrv, consume_from_where=CONSUME_FROM_FIRST_OFFSET, config=FAST)
     c.subscribe(topic, "n > 7 AND TAGS <> 'TagC'", expression_type="SQL92").register_listener(sql)
     with c:
-        got = sql.wait(3)
+        got = sql.wait(2)
         time.sleep(0.5)
     assert sorted(int(m.properties["n"]) for m in sql.msgs) == [9, 10]
 

@@ -285,3 +285,33 @@ def test_transaction_check_back_is_answered(cluster):
         assert (e["commitOrRollback"], e["fromTransactionCheck"], e["commitLogOffset"], e["tranStateTableOffset"],
                 e["msgId"], e["producerGroup"]) == ("8", "true", "1234", "5", "AB" * 16, "txg")
         assert lst.checked[0].body == b"order"
+
+
+def test_send_back_failure_falls_back_to_a_resend_to_the_retry_topic(cluster):
+    """formats.md §9: RETRY_TOPIC, ORIGIN_MESSAGE_ID, RECONSUME_TIME (j), MAX_RECONSUME_TIMES (l), DELAY 3+n."""
+    from rmqtool.client import PushConsumer
+    from rmqtool.layouts.net import Host
+
+    for b in cluster.brokers.values():
+        b.hook = lambda cmd: cmd.response(ResponseCode.SYSTEM_ERROR, remark="no") \
+            if cmd.code == RequestCode.CONSUMER_SEND_MSG_BACK else None
+    c = PushConsumer("cg", cluster.namesrv_addr, max_reconsume_times=5)
+    c.instance.start()
+    try:
+        c.instance.run(c.instance.update_route("T"))
+        failed = MessageExt("T", b"payload", properties={"UNIQ_KEY": "AA" * 16, "TAGS": "x", "TRAN_MSG": "true",
+                                                          "MIN_OFFSET": "0", "MAX_OFFSET": "9"},
+                            reconsume_times=2, commit_log_offset=777, store_host=Host("127.0.0.1", 1))
+        assert c.instance.run(c.impl.send_message_back(failed, 0, "broker-a")) is True
+        backs = [r for b in cluster.brokers.values() for r in b.requests if r.code == RequestCode.CONSUMER_SEND_MSG_BACK]
+        assert backs[0].ext_fields["offset"] == "777" and backs[0].ext_fields["maxReconsumeTimes"] == "5"
+        (resend,) = [r for b in cluster.brokers.values() for r in b.sends()]
+        e = resend.ext_fields
+        assert (e["a"], e["b"], e["j"], e["l"]) == ("CLIENT_INNER_PRODUCER", "%RETRY%cg", "3", "5")
+        props = P.decode_properties(e["i"])
+        assert props["RETRY_TOPIC"] == "T" and props["ORIGIN_MESSAGE_ID"] == "AA" * 16
+        assert props["DELAY"] == "5" and props["TAGS"] == "x"
+        assert "TRAN_MSG" not in props and "MIN_OFFSET" not in props and "RECONSUME_TIME" not in props
+        assert resend.body == b"payload"
+    finally:
+        c.instance.shutdown()

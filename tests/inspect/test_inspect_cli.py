@@ -94,3 +94,18 @@ def test_scan_counts_queues_like_the_consume_queues(stores):
     assert res.queues[("BulkTopic", 1)].count == 30
     assert ("TxTopic", 0) in res.queues  # the COMMIT record, not the PREPARED one
     assert res.queues[("TxTopic", 0)].count == 1
+
+
+def test_fast_property_parser_equals_decode_properties():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from rmqtool.inspect.fastjson_record import _props
+    from rmqtool.layouts.properties import decode_properties
+
+    @settings(max_examples=500, deadline=None)
+    @given(st.text(alphabet="ab\x01\x02é", max_size=40))
+    def check(text):
+        assert _props(text) == decode_properties(text)
+
+    check()
