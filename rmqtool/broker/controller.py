@@ -81,6 +81,10 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.clients = ClientManager(self.clock)
         self.locks = RebalanceLockManager(self.clock)
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rmqtool-store")
+        # With async flush a put is a memory copy into the mapped file: running it on the loop thread
+        # avoids a thread hop and GIL hand-offs per request. With sync flush a put waits for the
+        # disk, so it runs on the pool, where concurrent puts share one fsync (group commit).
+        self.inline_store_calls = str(self.config.flush_disk_type).upper() != "SYNC_FLUSH"
         self.loop: asyncio.AbstractEventLoop | None = None
         self.hold: PullHoldService | None = None
         self._tasks: list[asyncio.Task] = []
@@ -129,7 +133,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._tasks = [
             asyncio.create_task(self._every(10.0, self._scan_clients), name="client-expiry"),
             asyncio.create_task(self._every(5.0, self._persist_offsets), name="offset-persist"),
-            asyncio.create_task(self._every(30.0, self._refresh_route), name="register-broker"),
+            asyncio.create_task(self._every(30.0, self.register_broker_all), name="register-broker"),
+            asyncio.create_task(self._every(10.0, self._scan_brokers), name="namesrv-expiry"),
             asyncio.create_task(self._every(max(0.2, self.transaction_check_interval_ms / 1000),
                                             self.check_transactions), name="transaction-check"),
         ]
@@ -170,7 +175,9 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         t.add_done_callback(self._bg.discard)
 
     async def run(self, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-        """Run a blocking store call on the worker pool."""
+        """Run a store call: inline with async flush, on the worker pool with sync flush."""
+        if self.inline_store_calls:
+            return fn(*args, **kw)
         loop = self.loop or asyncio.get_running_loop()
         if kw:
             return await loop.run_in_executor(self.executor, lambda: fn(*args, **kw))
@@ -203,8 +210,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
                                     f"{self.advertised.ip}:{self.advertised.port + 1}", w.topicConfigTable,
                                     w.dataVersion, None)
 
-    def _refresh_route(self) -> None:
-        self.register_broker_all()
+    def _scan_brokers(self) -> None:
+        """The name server's scanNotActiveBroker: every 10 s, drop brokers silent for 120 s."""
         if self.routes is not None:
             self.routes.scan_not_active_broker()
 

@@ -26,6 +26,7 @@ from rmqtool.remoting.headers import (
     send_header_from_ext,
 )
 from rmqtool.remoting.transport import Connection
+from rmqtool.validators import check_topic
 
 PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
 V3_4_9 = 121  # maxReconsumeTimes in the header is honoured from this client version on
@@ -134,8 +135,6 @@ class SendProcessor:
 
     def _msg_check(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader) -> RemotingCommand | None:
         """`AbstractSendMessageProcessor.msgCheck`, answering with the Java broker's codes."""
-        from rmqtool.validators import check_topic
-
         try:
             check_topic(h.topic)
         except InvalidTopic as e:

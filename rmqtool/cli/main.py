@@ -73,10 +73,9 @@ def main() -> None:
         sys.exit(130)
     except BrokenPipeError:
         sys.exit(0)
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.ClickException):
+    except Exception as e:
+        # usage errors (Typer's bundled click raises its own ClickException classes)
+        if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             sys.exit(e.exit_code)
         if _debug:

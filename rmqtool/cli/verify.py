@@ -30,14 +30,17 @@ def verify(
     st = VerifyState(load_layout_config(root) if root.is_dir() else None)  # type: ignore[arg-type]
     t0 = time.perf_counter()
     n = 0
+    kinds: dict[str, int] = {}
     total = sum(p.stat().st_size for p in (root / "commitlog").iterdir()) if (root / "commitlog").is_dir() else 0
     with progress_bar(total) as progress:
         for p in check_store(root, check_crc=not no_crc, state=st, progress=progress):
             n += 1
+            kinds[p.kind] = kinds.get(p.kind, 0) + 1
             sys.stdout.write(dumps(p.to_json()) + "\n")
     sys.stdout.flush()
     dt = time.perf_counter() - t0
-    print(f"rmqtool verify: {n} problem(s); {st.scan.records} records, {st.scan.bytes_checked / 1e6:.1f} MB of "
+    by_kind = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+    print(f"rmqtool verify: {n} problem(s){' (' + by_kind + ')' if by_kind else ''}; {st.scan.records} records, {st.scan.bytes_checked / 1e6:.1f} MB of "
           f"CommitLog in {dt:.2f}s; CommitLog [{st.scan.min_offset}, {st.scan.end_offset})", file=sys.stderr)
     # sys.exit, not typer.Exit: main() runs click with standalone_mode=False, which turns Exit into a
     # return value that is not passed on as the process status

@@ -29,6 +29,7 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp, 48 bytes
+_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")  # totalSize .. bodyLength of an IPv4/IPv4 record, 88 bytes
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
@@ -72,11 +73,13 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                    file_size: int | None = None, result: ScanResult | None = None,
                    progress: Callable[[int], None] | None = None,
                    on_record: Callable[[int, int, bytes, int, int, int], None] | None = None,
+                   byte_range: tuple[int, int | None] | None = None,
                    ) -> Iterator[Problem]:
     """Check every record of a CommitLog, yielding problems; fills `result` as it goes.
 
     `on_record(phys, size, topic, queue_id, queue_offset, sys_flag)` is called for each good
-    record when given (index and timer checks use it).
+    record when given (index and timer checks use it). `byte_range=(start, stop)` scans only
+    that part of a single file (start must be a record boundary), for `scan_commitlog_parallel`.
     """
     res = result if result is not None else ScanResult()
     if not files:
@@ -88,6 +91,8 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
     stopped = False
     magics = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
     unpack_head = _HEAD.unpack_from
+    unpack_v4 = _V4.unpack_from
+    v1 = MESSAGE_MAGIC_CODE
     unpack_i32 = _I32.unpack_from
     unpack_i16 = _I16.unpack_from
     unpack_i64 = _I64.unpack_from
@@ -115,8 +120,45 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
             prev_end = qf.base + end
             base = qf.base
             pos = 0
+            stop = end
+            if byte_range is not None:
+                pos = byte_range[0]
+                stop = end if byte_range[1] is None else min(end, byte_range[1])
             last_shift = 0
-            while True:
+            nrec = 0
+            last_ts = res.last_store_timestamp
+            while pos < stop:
+                # fast path: a good V1 record with IPv4 hosts, one unpack for its fixed part
+                if end - pos >= 91:
+                    (total, magic, crc, qid, _flag, qoff, phys, sysflag, _born, _bh, store_ts, _sh, _rc, _pto,
+                     body_len) = unpack_v4(buf, pos)
+                    rec_end = pos + total
+                    if magic == v1 and not sysflag & 0x30 and 91 <= total <= end - pos and body_len >= 0:
+                        tpos = pos + 89 + body_len
+                        if tpos + 2 <= rec_end:
+                            tl = buf[tpos - 1]
+                            ppos = tpos + tl
+                            if tl < 128 and ppos + 2 <= rec_end and ppos + 2 + unpack_i16(buf, ppos)[0] == rec_end \
+                                    and phys == base + pos and not stopped and on_record is None and (
+                                    not check_crc or crc32(buf[pos + 88 : tpos - 1]) & 0x7FFFFFFF == crc):
+                                if store_ts > last_ts:
+                                    last_ts = store_ts
+                                if not sysflag & 0xC or sysflag & 0xC == 0x8:
+                                    key = (bytes(buf[tpos:ppos]), qid)
+                                    st = queues.get(key)
+                                    if st is None:
+                                        queues[key] = QueueStat(1, qoff, qoff)
+                                    else:
+                                        st.count += 1
+                                        if qoff > st.max_queue_offset:
+                                            st.max_queue_offset = qoff
+                                        elif qoff < st.min_queue_offset:
+                                            st.min_queue_offset = qoff
+                                if res.first_store_timestamp == 0:
+                                    res.first_store_timestamp = store_ts
+                                nrec += 1
+                                pos = rec_end
+                                continue
                 if end - pos < 8:
                     if pos < end and first_nonzero(buf, pos, end) >= 0:
                         yield Problem(rel, pos, "torn-tail", f"{end - pos} trailing bytes hold no record")
@@ -141,6 +183,8 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                     break
                 if total == 0 and magic == 0:
                     # the zero tail: end of the data in this file (a live broker's moving tail)
+                    if not stopped:
+                        res.end_offset = base + pos
                     nz = first_nonzero(buf, pos, end)
                     if nz >= 0:
                         yield Problem(rel, nz, "nonzero-after-blank",
@@ -191,6 +235,8 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                     elif torn and kind != "bad-magic":
                         kind = "torn-tail"
                     p = Problem(rel, pos, kind, f"{detail} (record at CommitLog offset {base + pos})")
+                    if not stopped:
+                        res.end_offset = base + pos
                     yield p
                     if res.stop is None:
                         res.stop = p
@@ -230,6 +276,11 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                 res.records += 1
                 pos += total
                 res.end_offset = base + pos
+            res.records += nrec
+            if last_ts > res.last_store_timestamp:
+                res.last_store_timestamp = last_ts
+            if nrec and not stopped:
+                res.end_offset = max(res.end_offset, base + pos)
             res.bytes_checked += pos
             if progress is not None:
                 progress(end)
@@ -289,3 +340,107 @@ class CommitLogReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+PARALLEL_MIN_BYTES = 64 << 20
+
+
+def _sync_point(qf: QueueFile, size: int) -> int | None:
+    """A record boundary near the middle of a file: magic at +4 and physicalOffset = base + position.
+
+    A record's physicalOffset names its own position, which makes any record a sync marker; a
+    false match only costs the fallback to a sequential scan.
+    """
+    import mmap
+
+    with open(qf.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        at = size // 2
+        limit = min(size, at + (16 << 20))
+        for magic in (struct.pack(">i", MESSAGE_MAGIC_CODE), struct.pack(">i", MESSAGE_MAGIC_CODE_V2)):
+            c = mm.find(magic, at, limit)
+            while c >= 4:
+                p = c - 4
+                total = _I32.unpack_from(mm, p)[0]
+                if p + 36 <= size and _I64.unpack_from(mm, p + 28)[0] == qf.base + p and 91 <= total <= size - p:
+                    return p
+                c = mm.find(magic, c + 1, limit)
+    return None
+
+
+def _child_scan(conn, files, root, check_crc, file_size, byte_range) -> None:
+    try:
+        r = ScanResult()
+        problems = list(scan_commitlog(files, root, check_crc=check_crc, file_size=file_size, result=r,
+                                       byte_range=byte_range))
+        conn.send(("ok", problems, r))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which falls back
+        conn.send(("error", repr(e), None))
+    finally:
+        conn.close()
+
+
+def scan_commitlog_parallel(files: list[QueueFile], root: Path | None, *, check_crc: bool = True,
+                            file_size: int | None = None, result: ScanResult | None = None,
+                            progress: Callable[[int], None] | None = None, jobs: int | None = None,
+                            ) -> Iterator[Problem]:
+    """`scan_commitlog` on two cores: the second half (of the files, or of a single large file from
+    a sync point) is checked in a forked process while this one checks the first.
+
+    The halves are joined only when the first ends exactly where the second starts with no
+    problem; otherwise (damage, a false sync point) the whole log is scanned again sequentially,
+    so the result is always the sequential one.
+    """
+    import multiprocessing
+    import os
+
+    res = result if result is not None else ScanResult()
+    jobs = jobs if jobs is not None else (os.cpu_count() or 1)
+    sizes = [qf.path.stat().st_size for qf in files] if files else []
+    if jobs < 2 or sum(sizes) < PARALLEL_MIN_BYTES or "fork" not in multiprocessing.get_all_start_methods():
+        yield from scan_commitlog(files, root, check_crc=check_crc, file_size=file_size, result=res,
+                                  progress=progress)
+        return
+    fsize = file_size if file_size is not None else sizes[0]
+    if len(files) == 1:
+        s = _sync_point(files[0], sizes[0])
+        if s is None:
+            yield from scan_commitlog(files, root, check_crc=check_crc, file_size=file_size, result=res,
+                                      progress=progress)
+            return
+        first, second, r1_range, r2_range, boundary = files, files, (0, s), (s, None), files[0].base + s
+    else:
+        k = len(files) // 2
+        first, second, r1_range, r2_range, boundary = files[:k], files[k:], None, None, files[k].base
+    ctx = multiprocessing.get_context("fork")
+    parent_conn, child_conn = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child_scan, args=(child_conn, second, root, check_crc, fsize, r2_range), daemon=True)
+    child.start()
+    child_conn.close()
+    r1 = ScanResult()
+    problems1 = list(scan_commitlog(first, root, check_crc=check_crc, file_size=fsize, result=r1, progress=progress,
+                                    byte_range=r1_range))
+    try:
+        status, problems2, r2 = parent_conn.recv()
+    except EOFError:
+        status, problems2, r2 = "error", [], None
+    child.join()
+    if status != "ok" or problems1 or r1.stop is not None or r1.end_offset != boundary or r2 is None:
+        yield from scan_commitlog(files, root, check_crc=check_crc, file_size=file_size, result=res,
+                                  progress=progress)
+        return
+    res.min_offset = files[0].base
+    res.end_offset = r2.end_offset
+    res.records = r1.records + r2.records
+    res.bytes_checked = r2.bytes_checked if len(files) == 1 else r1.bytes_checked + r2.bytes_checked
+    res.first_store_timestamp = r1.first_store_timestamp or r2.first_store_timestamp
+    res.last_store_timestamp = max(r1.last_store_timestamp, r2.last_store_timestamp)
+    res.stop = r2.stop
+    res.queues = dict(r1.queues)
+    for key, st in r2.queues.items():
+        mine = res.queues.get(key)
+        if mine is None:
+            res.queues[key] = st
+        else:
+            res.queues[key] = QueueStat(mine.count + st.count, min(mine.min_queue_offset, st.min_queue_offset),
+                                        max(mine.max_queue_offset, st.max_queue_offset))
+    yield from problems2

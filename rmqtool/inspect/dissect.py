@@ -16,6 +16,7 @@ from rmqtool.inspect import derive
 from rmqtool.inspect.commitlog import CommitLogReader
 from rmqtool.inspect.configs import ConfigError, int_keyed, load_config
 from rmqtool.inspect.cq import iter_units, queue_dirs
+from rmqtool.inspect.fastjson_record import fast_message_fields
 from rmqtool.inspect.files import (
     INDEX_NAME,
     OFFSET_NAME,
@@ -114,6 +115,15 @@ def _msg_matches(msg: MessageExt, f: Filters) -> bool:
     return True
 
 
+def _fields_match(d: dict[str, Any], f: Filters) -> bool:
+    """`_msg_matches` on JSON fields (topic, queue and time filters only)."""
+    if f.topic is not None and d["topic"] != f.topic and d["properties"].get(P.REAL_TOPIC) != f.topic:
+        return False
+    if f.queue is not None and d["queueId"] != f.queue:
+        return False
+    return f.in_window(d["storeTimestamp"])
+
+
 def _links_for_message(msg: MessageExt) -> dict[str, Any]:
     links: dict[str, Any] = {}
     for name in (P.ORIGIN_MESSAGE_ID, P.DLQ_ORIGIN_MESSAGE_ID):
@@ -141,6 +151,8 @@ def message_item(msg: MessageExt, path: str, pos: int, raw_buf, f: Filters, crc_
 
 
 def dissect_commitlog(path: Path, f: Filters, progress: Progress = None) -> Iterator[Item]:
+    if (Path(path) / "commitlog").is_dir():
+        path = Path(path) / "commitlog"
     files = as_queue_files(path)
     _, relroot = _root_and_rel(path)
     direct = None
@@ -186,7 +198,17 @@ def _commitlog_file(qf: QueueFile, rof: ReadOnlyFile, rel: str, f: Filters) -> I
     buf, end, pos = rof.buf, rof.size, 0
     want_all = f.topic is None and f.queue is None and f.since is None and f.until is None and f.key is None \
         and f.msg_id is None and f.tag is None
+    fast = not f.raw and not f.follow and (want_all or f.msg_id is None and f.key is None and f.tag is None)
+    base = qf.base
     while pos + 8 <= end:
+        if fast:
+            r = fast_message_fields(buf, pos, end, f.body_hex)
+            if r is not None:
+                total, d = r
+                if (f.offset is None or base + pos >= f.offset) and (want_all or _fields_match(d, f)):
+                    yield Item("message", rel, pos, d)
+                pos += total
+                continue
         try:
             msg = decode_record(buf, pos, end, check_crc=False)
         except Blank as b:
@@ -435,6 +457,8 @@ def dissect_timerwheel(path: Path, f: Filters, progress: Progress = None,
             if f.offset is not None and idx < f.offset:
                 continue
             t_ms = tsecs * cfg.timer_precision_ms
+            if not -(1 << 63) <= t_ms < (1 << 63):  # a damaged slot time: keep JSON within int64
+                t_ms = -1
             if not f.in_window(t_ms):
                 continue
             fields = {"slot": idx, "timeSecs": tsecs, "timeMs": t_ms, "time": iso(t_ms), "firstPos": first,

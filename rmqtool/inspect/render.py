@@ -23,7 +23,10 @@ try:  # orjson is several times faster on the hot path; output is identical
     import orjson
 
     def dumps(obj: dict[str, Any]) -> str:
-        return orjson.dumps(obj).decode("utf-8")
+        try:
+            return orjson.dumps(obj).decode("utf-8")
+        except TypeError:  # an integer beyond 64 bits from damaged data: json can print it
+            return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 except ImportError:  # pragma: no cover - depends on the environment
     def dumps(obj: dict[str, Any]) -> str:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))

@@ -17,7 +17,6 @@ someone holds.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -28,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmqtool.errors import InvalidInput, StoreError, StoreLocked
+from rmqtool.errors import InvalidInput
 from rmqtool.inspect import derive
 from rmqtool.inspect.commitlog import ScanResult, scan_commitlog
 from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, first_nonzero, queue_files
@@ -69,22 +68,15 @@ class Plan:
 
 @contextmanager
 def store_lock(root: Path) -> Iterator[None]:
-    """Hold the store's `lock` file exclusively, or raise StoreLocked."""
-    path = root / "lock"
+    """Hold the store's `lock` as the store engine does (flock + POSIX record lock), or raise StoreLocked."""
+    from rmqtool.store.lockfile import StoreLock
+
+    lock = StoreLock(root)
+    lock.acquire()
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise StoreError(f"cannot open {path}: {e.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
-        except OSError:
-            raise StoreLocked(f"{root}: the store is locked by another process (a running broker?); "
-                              "stop it first") from None
         yield
     finally:
-        os.close(fd)  # releases both locks
+        lock.release()
 
 
 def _saved_name(rel: str, offset: int | None = None) -> str:
@@ -254,6 +246,8 @@ def iter_messages(files, end_offset: int) -> Iterator:
                     msg = decode_record(rof.buf, pos, rof.size, check_crc=False)
                 except (Blank, RecordError):
                     break
+                # where the record really is, even if its physicalOffset field says otherwise
+                msg.commit_log_offset = qf.base + pos
                 yield msg
                 pos += msg.total_size
 

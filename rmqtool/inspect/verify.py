@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rmqtool.errors import InvalidInput
 from rmqtool.inspect import derive
-from rmqtool.inspect.commitlog import CommitLogReader, ScanResult, scan_commitlog
+from rmqtool.inspect.commitlog import CommitLogReader, ScanResult, scan_commitlog_parallel
 from rmqtool.inspect.configs import ConfigError, int_keyed, load_config
 from rmqtool.inspect.cq import BLANK_SIZE, CqEnd, QueueRange, iter_units, queue_dirs
 from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, queue_files, relpath
@@ -54,7 +54,7 @@ def check_store(root: Path, *, check_crc: bool = True, state: VerifyState | None
     st.cfg = st.cfg or load_layout_config(root)
     files = queue_files(root / "commitlog")
     yield from _check_names(root / "commitlog", root)
-    yield from scan_commitlog(files, root, check_crc=check_crc, result=st.scan, progress=progress,
+    yield from scan_commitlog_parallel(files, root, check_crc=check_crc, result=st.scan, progress=progress,
                               file_size=st.cfg.commitlog_file_size if "commitlog_file_size" in st.cfg.from_conf
                               else None)
     st.files_checked += len(files)

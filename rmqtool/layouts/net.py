@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from functools import lru_cache
 from typing import NamedTuple
 
 
@@ -28,6 +29,7 @@ class Host(NamedTuple):
         return cls(str(ipaddress.ip_address(ip)), int(port))
 
 
+@lru_cache(maxsize=4096)  # hot path: every stored record packs two hosts
 def pack_host(host: Host) -> bytes:
     return ipaddress.ip_address(host.ip).packed + struct.pack(">i", host.port)
 

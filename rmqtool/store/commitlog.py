@@ -106,7 +106,10 @@ class CommitLog:
         pos = offset - mf.from_offset
         if pos + size > mf.wrote_position:
             return None
-        return mf.mm[pos : pos + size]
+        try:
+            return mf.mm[pos : pos + size]
+        except ValueError:  # the file was deleted by cleanup meanwhile
+            return None
 
     def record_size_at(self, offset: int) -> int | None:
         mf = self.mfq.find(offset)

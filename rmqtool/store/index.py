@@ -11,6 +11,7 @@ import datetime
 import mmap
 import os
 import re
+import struct
 from collections.abc import Iterable
 from operator import mul
 from pathlib import Path
@@ -21,6 +22,9 @@ from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
 from rmqtool.layouts.javahash import java_string_hash
 
 _NAME = re.compile(r"^\d{17}$")
+_I32 = struct.Struct(">i")
+_pack_i32 = _I32.pack_into
+_pack_entry = INDEX_ENTRY.pack_into
 _I32_MAX = 0x7FFFFFFF
 _POW31 = [pow(31, i, 1 << 32) for i in range(512)][::-1]
 
@@ -94,36 +98,41 @@ class IndexFile:
     def is_write_full(self) -> bool:
         return self.index_count >= self.index_num
 
-    def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
-        """`IndexFile.putKey`; False when the file is full."""
-        if self.index_count >= self.index_num:
+    def put_key(self, key: str, phy_offset: int, store_timestamp: int, *, write_header: bool = True) -> bool:
+        """`IndexFile.putKey`; False when the file is full.
+
+        With `write_header=False` the caller writes the header once after several keys of one
+        record (`flush_header`); the header is only read back from the file on load.
+        """
+        count = self.index_count
+        if count >= self.index_num:
             return False
         key_hash = index_key_hash(key)
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
         mm = self.mm
-        slot_value = int.from_bytes(mm[slot_pos : slot_pos + 4], "big", signed=True)
-        count = self.index_count
+        slot_value = _I32.unpack_from(mm, slot_pos)[0]
         if slot_value <= 0 or slot_value > count:
             slot_value = 0
+            self.hash_slot_count += 1
         begin = self.begin_timestamp
         if begin <= 0:
             time_diff = 0
         else:
             time_diff = int((store_timestamp - begin) / 1000)
             time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
-        INDEX_ENTRY.pack_into(mm, self.entries_base + count * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff,
-                              slot_value)
-        mm[slot_pos : slot_pos + 4] = count.to_bytes(4, "big")
+        _pack_entry(mm, self.entries_base + count * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, slot_value)
+        _pack_i32(mm, slot_pos, count)
         if count <= 1:
             self.begin_phy_offset = phy_offset
             self.begin_timestamp = store_timestamp
-        if slot_value == 0:
-            self.hash_slot_count += 1
         self.index_count = count + 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
-        self._write_header()
+        if write_header:
+            self._write_header()
         return True
+
+    flush_header = _write_header
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         b, e = self.begin_timestamp, self.end_timestamp
@@ -135,7 +144,7 @@ class IndexFile:
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
         mm = self.mm
         count = self.index_count
-        slot_value = int.from_bytes(mm[slot_pos : slot_pos + 4], "big", signed=True)
+        slot_value = _I32.unpack_from(mm, slot_pos)[0]
         if slot_value <= 0 or slot_value > count or count <= 1:
             return
         nxt = slot_value
@@ -217,18 +226,25 @@ class IndexService:
     def build_index(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
                     keys: str | None, now_ms: int) -> None:
         """`IndexService.buildIndex` for one dispatched record (caller excludes ROLLBACK)."""
-        f = self._last_writable(now_ms)
+        f = self.files[-1] if self.files else None
+        if f is None or f.index_count >= f.index_num:
+            f = self._last_writable(now_ms)
         if phy_offset < f.end_phy_offset:
             return  # already indexed (re-dispatch)
         if uniq_key:
             f = self._put(f, f"{topic}#{uniq_key}", phy_offset, store_timestamp, now_ms)
         if keys:
-            for k in keys.split(" "):
-                if k:
-                    f = self._put(f, f"{topic}#{k}", phy_offset, store_timestamp, now_ms)
+            if " " in keys:
+                for k in keys.split(" "):
+                    if k:
+                        f = self._put(f, f"{topic}#{k}", phy_offset, store_timestamp, now_ms)
+            else:
+                f = self._put(f, f"{topic}#{keys}", phy_offset, store_timestamp, now_ms)
+        f.flush_header()
 
     def _put(self, f: IndexFile, key: str, phy: int, ts: int, now_ms: int) -> IndexFile:
-        while not f.put_key(key, phy, ts):
+        while not f.put_key(key, phy, ts, write_header=False):
+            f.flush_header()
             f = self._last_writable(now_ms)
         return f
 

@@ -36,6 +36,7 @@ from rmqtool.store.subscriptions import SubscriptionGroupManager
 from rmqtool.store.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from rmqtool.validators import check_group, check_message, check_topic
 
+_CQ_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue filler unit (fillPreBlank)
 DLQ_NUMS_PER_GROUP = 1
 SUB_ALL = "*"
 CLEAN_RESOURCE_INTERVAL_MS = 10_000  # MessageStoreConfig.cleanResourceInterval
@@ -113,7 +114,7 @@ class PeriodicService:
 # delivery of rmqtool.store.timer.
 ServiceFactory = Callable[["LocalBroker"], "Iterable[Service] | Service | None"]
 SERVICE_FACTORIES: list[ServiceFactory] = []
-SERVICE_PLUGINS: tuple[str, ...] = ("rmqtool.store.timer:attach_delivery",)
+SERVICE_PLUGINS: tuple[str, ...] = ("rmqtool.store.timer:attach",)
 
 
 def register_service_factory(factory: ServiceFactory) -> ServiceFactory:
@@ -353,6 +354,33 @@ class LocalBroker:
                 if hasattr(result, "raw"):
                     result.raw = raw
         return result
+
+    def pull_raw(self, topic: str, queue_id: int, offset: int, max_msgs: int = 256) -> tuple[list[bytes], int]:
+        """The record bytes of up to `max_msgs` units from `offset`, and the next offset (no tag filter).
+
+        The hot path of embedded `consume`: it reads ConsumeQueue units and CommitLog bytes
+        directly, without decoding a MessageExt per message as `get_message` does.
+        """
+        cq = self.store.cqs.find(topic, queue_id)
+        if cq is None:
+            return [], offset
+        lo, hi = cq.min_offset_in_queue, cq.max_offset_in_queue
+        if offset < lo:
+            offset = lo
+        if offset >= hi:
+            return [], offset
+        read = self.store.commitlog.read_bytes
+        cl_min = self.store.commitlog.min_offset
+        out: list[bytes] = []
+        units = cq.read_units(offset, min(max_msgs, hi - offset))
+        for phys, size, _code in units:
+            offset += 1
+            if size == _CQ_BLANK_SIZE or phys < cl_min:
+                continue
+            raw = read(phys, size)
+            if raw is not None:
+                out.append(bytes(raw))
+        return out, offset
 
     # -- retry / DLQ ----------------------------------------------------------------------------
     def consumer_send_back(self, group: str, commit_log_offset: int, delay_level: int = 0,

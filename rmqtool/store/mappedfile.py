@@ -84,7 +84,7 @@ class MappedFile:
     def flush(self) -> int:
         """Make everything written so far durable; returns the flushed position."""
         pos = self.wrote_position
-        if pos > self.flushed_position and not self.read_only:
+        if pos > self.flushed_position and not self.read_only and not self.closed:
             os.fdatasync(self.fd)
             self.flushed_position = pos
         return pos

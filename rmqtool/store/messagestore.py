@@ -114,6 +114,7 @@ class MessageStore:
         self._lock = StoreLock(root)
         self._pending: collections.deque[DispatchRequest] = collections.deque()
         self._listener_lock = threading.RLock()
+        self.flush_lock = threading.Lock()  # flushing vs. file deletion by cleanup
 
     # -- lifecycle --------------------------------------------------------------------------------
     @classmethod
@@ -232,13 +233,18 @@ class MessageStore:
     # -- flush ------------------------------------------------------------------------------------
     def _flush_commitlog(self) -> int:
         ts = self.commitlog.last_store_timestamp
-        offset = self.commitlog.flush()
+        with self.flush_lock:
+            offset = self.commitlog.flush()
         if ts and self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = ts
             self.checkpoint.write()
         return offset
 
     def _flush_logics(self) -> None:
+        with self.flush_lock:
+            self._flush_logics_locked()
+
+    def _flush_logics_locked(self) -> None:
         ts = self.dispatcher.last_cq_store_timestamp
         self.cqs.flush()
         cp = self.checkpoint

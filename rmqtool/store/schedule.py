@@ -218,9 +218,10 @@ class ScheduleMessageService:
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._last_persist = 0
+        self._last_persist = -(1 << 62)
         self._dirty = False
         self._next_due: dict[int, int] = {}  # level -> delivery time of its first pending message
+        self._now_hint: int | None = None  # the time of the last run_due (the injectable clock's view)
         self.load()
 
     # -- persistence ----------------------------------------------------------------------------
@@ -268,7 +269,7 @@ class ScheduleMessageService:
             text = self.encode()
             self._dirty = False
         write_config_file(self.config_file_path, text)
-        self._last_persist = self.clock()
+        self._last_persist = self._now_hint if self._now_hint is not None else self.clock()
 
     def _update_offset(self, level: int, offset: int) -> None:
         if self.offset_table.get(level) != offset:
@@ -282,16 +283,18 @@ class ScheduleMessageService:
     def run_due(self, now_ms: int | None = None) -> int:
         """Deliver every due message of every level; returns how many were delivered.
 
-        Progress reaches `delayOffset.json` here as well (not only every 10 s as in Java), so a
-        short-lived embedded `consume` does not deliver the same messages again next time.
+        Progress reaches `delayOffset.json` every `flushDelayOffsetInterval` and at `stop()`
+        (which `LocalBroker.close` calls), so a short-lived embedded `consume` does not deliver
+        the same messages again next time.
         """
         now = self.clock() if now_ms is None else now_ms
+        self._now_hint = now
         delivered = 0
         with self._lock:
             for level in sorted(self.delay_level_table):
                 delivered += self._deliver_level(level, now)
-        if self._dirty and not self.read_only:
-            self.persist()
+        if self._dirty and not self.read_only and now - self._last_persist >= self.flush_interval_ms:
+            self.persist()  # every flushDelayOffsetInterval, and at stop()
         return delivered
 
     def _deliver_level(self, level: int, now: int) -> int:

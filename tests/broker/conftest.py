@@ -84,8 +84,19 @@ class ServeProcess:
                 return int(line.split()[1])
         return 0
 
-    def fds(self) -> int:
-        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+    def fds(self, sockets_only: bool = False) -> int:
+        """Open file descriptors (sockets only: store files opened for new queues are not leaks)."""
+        base = f"/proc/{self.proc.pid}/fd"
+        names = os.listdir(base)
+        if not sockets_only:
+            return len(names)
+        count = 0
+        for n in names:
+            try:
+                count += os.readlink(f"{base}/{n}").startswith("socket:")
+            except OSError:
+                pass
+        return count
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
         if self.proc.poll() is None:

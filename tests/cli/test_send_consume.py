@@ -67,6 +67,8 @@ def test_send_one_then_consume_prints_json_lines_and_commits(store):
     text = (store / "config" / "consumerOffset.json").read_text()
     assert f'"TopicTest@rmqtool":{{{res["queueId"]}:1\n' in text
     assert ok("consume", "--store", str(store), "TopicTest") == []  # caught up, committed
+    groups = (store / "config" / "subscriptionGroup.json").read_text()
+    assert '"rmqtool":{' in groups and '"retryMaxTimes":16' in groups
 
 
 def test_stdin_lines_batches_and_env_store(store):
@@ -298,3 +300,39 @@ def test_namesrv_calls_the_client_bridge(store, monkeypatch):
     r = CliRunner().invoke(app, ["send", "--store", str(store), "T", "local"])
     assert r.exit_code == 0 and store.is_dir()
     assert os.environ["NAMESRV_ADDR"]
+
+
+def test_fast_json_line_equals_to_json(tmp_path):
+    """The consume fast path prints exactly `json_line(MessageExt.to_json())` for any record."""
+    import random as _random
+
+    from rmqtool.cli.common import json_line
+    from rmqtool.cli.jsonline import record_json_line
+    from rmqtool.layouts.message import MessageExt, compress_body, decode_record
+    from rmqtool.layouts.net import Host
+    from rmqtool.store.config import StoreConfig
+
+    rnd = _random.Random(7)
+    cfg = StoreConfig(mapped_file_size_commit_log=8 * 1024 * 1024, mapped_file_size_consume_queue=2000 * 20,
+                      max_hash_slot_num=64, max_index_num=4096)
+    with LocalBroker.open(tmp_path, cfg) as b:
+        for i in range(300):
+            body = rnd.choice([b"plain", "ünï\"\\\n\x01".encode(), bytes(range(256)), b"x" * rnd.randrange(1, 500)])
+            props = {k: v for k, v in [("TAGS", rnd.choice(["A", "t\"ag", None])),
+                                       ("KEYS", rnd.choice(["k1 k2", None])), ("é", "ü\t"),
+                                       ("bs", rnd.choice([None, "a\\u0001b"]))] if v}
+            topic = rnd.choice(["Fast", "F" * 130])
+            msg = MessageExt(topic, body, queue_id=i % 2, properties=props, born_host=rnd.choice(
+                [Host("10.0.0.1", 5), Host("::1", 7)]), reconsume_times=i % 3, flag=i)
+            if i % 17 == 0:
+                msg.body, bits = compress_body(b"compressed " * 50)
+                msg.sys_flag |= bits
+            b.store.put_message(msg)  # straight to the store: V2 (> 127 bytes) topics included
+        n = 0
+        for topic in ("Fast", "F" * 130):
+            for q in (0, 1):
+                raws, _ = b.pull_raw(topic, q, 0, 1000)
+                for raw in raws:
+                    assert record_json_line(raw) == json_line(decode_record(raw).to_json())
+                    n += 1
+        assert n == 300

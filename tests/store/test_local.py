@@ -146,3 +146,29 @@ def test_reopen_keeps_topics_offsets_and_messages(tmp_path):
         got = b.pull("T", 1, 0)
         assert got.messages[0].body == b"persisted"
         assert got.messages[0].properties["UNIQ_KEY"] == r.msg.properties["UNIQ_KEY"]
+
+
+def test_clean_expired_service_runs_a_minute_after_open_then_every_10s(tmp_path, monkeypatch):
+    now = [1_700_000_000_000]
+    b = LocalBroker.open(tmp_path, small_config(), clock=lambda: now[0])
+    calls = []
+    monkeypatch.setattr(b.store, "clean_expired_files", lambda now_ms=None: calls.append(now_ms) or 1)
+    clean = next(s for s in b.services if s.name == "clean-expired")
+    assert clean.run_due(now[0]) == 0 and calls == []          # DefaultMessageStore: first after 60 s
+    assert clean.run_due(now[0] + 60_000) == 1 and calls == [now[0] + 60_000]
+    assert clean.run_due(now[0] + 65_000) == 0                  # cleanResourceInterval 10 s
+    assert clean.run_due(now[0] + 70_000) == 1
+    b.close()
+
+
+def test_periodic_service_thread_starts_and_stops():
+    import threading
+
+    from rmqtool.store.local import PeriodicService
+
+    ran = threading.Event()
+    svc = PeriodicService("tick", lambda now: ran.set() or 1, 10)
+    svc.start()
+    assert ran.wait(5)
+    svc.stop()
+    assert svc._thread is None

@@ -59,8 +59,8 @@ def test_every_level_is_delivered_exactly_at_its_delay(tmp_path, level):
     assert m.properties["DELAY"] == str(level) and m.properties["REAL_TOPIC"] == "T"
     assert m.properties["UNIQ_KEY"] == f"U{level}" and m.properties["TAGS"] == "tg"
     assert env.run(due + 10_000_000) == 0  # delivered once
-    assert decode_delay_offset((tmp_path / "config" / "delayOffset.json").read_text())[0][level] == 1
     env.close()
+    assert decode_delay_offset((tmp_path / "config" / "delayOffset.json").read_text())[0][level] == 1
 
 
 def test_levels_deliver_independently_and_in_order(tmp_path):

@@ -182,3 +182,60 @@ def test_check_reports_a_broken_chain_and_a_dangling_unit(tmp_path):
     assert ("timerwheel", "wheel-slot-num-mismatch") in kinds
     assert ("timerlog/00000000000000000000", "timerlog-dangling") in kinds
     assert ("timerlog/00000000000000000000", "timerlog-unit-not-in-slot") not in kinds  # its slot is empty
+
+
+def test_warmed_slot_is_delivered_once_at_the_boundary(tmp_path):
+    env = open_env(tmp_path, Clock(T0))
+    env.send("T", b"w", TIMER_DELIVER_MS=str(T0 + 3500), UNIQ_KEY="W")
+    assert env.run(T0 + 3800) == 0  # 200 ms before the boundary: read and converted ahead
+    assert env.timer._warm is not None and env.timer._warm[0] == T0 + 3000
+    assert env.run(T0 + 4000) == 1
+    [m] = env.delivered("T")
+    assert m.properties["TIMER_DEQUEUE_MS"] == str(T0 + 4000)
+    assert env.run(T0 + 9000) == 0
+    env.close()
+
+
+def test_a_cancel_arriving_after_the_slot_was_warmed_still_applies(tmp_path):
+    env = open_env(tmp_path, Clock(T0))
+    env.send("T", b"keep", TIMER_DELIVER_MS=str(T0 + 3500), UNIQ_KEY="K")
+    env.send("T", b"gone", TIMER_DELIVER_MS=str(T0 + 3500), UNIQ_KEY="G")
+    env.run(T0 + 3800)
+    assert env.timer._warm is not None
+    env.clock.now = T0 + 3850
+    # still in the future, and floored into the same slot
+    env.send("T", b"marker", TIMER_DELIVER_MS=str(T0 + 3900), UNIQ_KEY="M", TIMER_DEL_UNIQKEY="T+G")
+    env.run(T0 + 3900)  # enqueued into the warmed slot, which changes its chain
+    env.run(T0 + 4000)
+    assert [m.body for m in env.delivered("T")] == [b"keep"]
+    env.close()
+
+
+def test_recovery_revises_a_slot_that_missed_its_last_unit(tmp_path):
+    """A crash between the TimerLog append and the slot update: the wheel lags the log."""
+    from rmqtool.layouts.timer import TIMER_SLOT
+    from rmqtool.store.timer.timercheck import TimerCheckpointValue
+
+    clock = Clock(T0)
+    env = open_env(tmp_path, clock)
+    env.send("T", b"a", TIMER_DELIVER_MS=str(T0 + 5500), UNIQ_KEY="A")
+    env.send("T", b"b", TIMER_DELIVER_MS=str(T0 + 5500), UNIQ_KEY="B")
+    env.run()
+    idx = env.timer.timer_wheel.get_slot_index(T0 + 5000)
+    env.close()
+    # put the wheel and the checkpoint back to "only A enqueued"
+    with open(tmp_path / "timerwheel", "r+b") as f:
+        f.seek(idx * 32)
+        f.write(TIMER_SLOT.pack((T0 + 5000) // 1000, 0, 0, 1, 0))
+    cp = TimerCheckpointValue.unpack((tmp_path / "config" / "timercheck").read_bytes())
+    cp.last_timer_queue_offset = cp.master_timer_queue_offset = 1
+    with open(tmp_path / "config" / "timercheck", "r+b") as f:
+        f.write(cp.pack())
+    assert {p["kind"] for p in check_timer_store(tmp_path)} == {"timerlog-unit-not-in-slot"}
+    env = open_env(tmp_path, clock)
+    slot = env.timer.timer_wheel.get_slot(T0 + 5000)
+    assert (slot.first_pos, slot.last_pos) == (0, 52)
+    run_until(env, T0 + 10_000)
+    assert {m.body for m in env.delivered("T")} == {b"a", b"b"}  # at least once each
+    env.close()
+    assert list(check_timer_store(tmp_path)) == []

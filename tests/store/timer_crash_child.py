@@ -19,8 +19,9 @@ def main() -> None:
     clock = Clock(T0)
     env = open_env(root, clock, mapped_file_size_timer_log=52 * 500 + 16)
     if phase == "enqueue":
-        print("ready", flush=True)
         for i in range(10**6):
+            if i == 200:
+                print("ready", flush=True)  # the kill comes after at least this many sends
             if i % 10 == 0:
                 env.send("T", b"d%d" % i, DELAY=str(1 + i % 3), UNIQ_KEY=f"D{i}")
             else:

@@ -99,6 +99,20 @@ def peek_timer_fields(raw: bytes) -> tuple[int, str | None, bool] | None:
     return delayed, _prop(text, _KEY_REAL_TOPIC), _KEY_DEL in text
 
 
+_ORDER_CACHE: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def broker_order_cached(props: dict[str, str]) -> dict[str, str]:
+    """`properties.broker_order`, memoised on the key sequence (most messages share one)."""
+    keys = tuple(props)
+    order = _ORDER_CACHE.get(keys)
+    if order is None:
+        if len(_ORDER_CACHE) > 4096:
+            _ORDER_CACHE.clear()
+        order = _ORDER_CACHE[keys] = tuple(P.broker_order(props))
+    return {k: props[k] for k in order}
+
+
 def build_delete_key(real_topic: str | None, uniq_key: str) -> str:
     """`TimerMessageStore.buildDeleteKey`: what TIMER_DEL_UNIQKEY must hold to cancel a message."""
     return f"{real_topic}+{uniq_key}"
@@ -138,6 +152,9 @@ class TimerMessageStore:
                                                          self.slots_total)
         self.flush_interval_ms = int(getattr(cfg, "timer_flush_interval_ms", 1000))
         self._window_ms = self.timer_roll_window_slots * self.precision_ms
+        self._warm: tuple[int, int, list[tuple[MessageExt, bool]]] | None = None
+        self._warm_ahead_ms = 300
+        self._closed = False
         self.timer_log = TimerLog(self.root / "timerlog",
                                   int(getattr(cfg, "mapped_file_size_timer_log", DEFAULT_TIMERLOG_FILE_SIZE)),
                                   read_only=read_only)
@@ -475,9 +492,33 @@ class TimerMessageStore:
 
     def _dequeue_slot(self, read_time: int, now_ms: int) -> int:
         slot = self.timer_wheel.get_slot(read_time)
+        warm, self._warm = self._warm, None
+        if warm is not None and warm[0] == read_time and warm[1] == slot.last_pos:
+            dequeue_ms = str(now_ms)
+            for inner, _rolled in warm[2]:
+                inner.properties[P.TIMER_DEQUEUE_MS] = dequeue_ms  # same key, same place in the map
+            return self._put_all(warm[2])
+        return self._put_all(self._read_slot(slot.last_pos, now_ms))
+
+    def warm_next_slot(self, now_ms: int) -> None:
+        """Read and convert the next slot's messages shortly before it is due (Java's
+        TimerDequeueWarmService idea), so delivery at the boundary is only the put. The result
+        is used only if the slot's chain did not change in between."""
+        t = self.curr_read_time_ms
+        if self._warm is not None and self._warm[0] == t:
+            return
+        if t + self.precision_ms - now_ms > self._warm_ahead_ms:
+            return
+        slot = self.timer_wheel.get_slot(t)
+        if slot.time_ms == -1:
+            return
+        self._warm = (t, slot.last_pos, self._read_slot(slot.last_pos, now_ms))
+
+    def _read_slot(self, last_pos: int, now_ms: int) -> list[tuple[MessageExt, bool]]:
+        """The dequeue of one slot up to the put: walk the chain, apply delete markers, convert."""
         normal: list[TimerLogUnitValue] = []
         deletes: list[TimerLogUnitValue] = []
-        for unit in self.read_chain(slot.last_pos):
+        for unit in self.read_chain(last_pos):
             if unit.magic & TIMER_MAGIC_DELETE and not unit.magic & TIMER_MAGIC_ROLL:
                 deletes.append(unit)
             else:
@@ -499,7 +540,7 @@ class TimerMessageStore:
             inner = self._prepare_put(msg, unit.curr_write_time, unit.magic, now_ms)
             if inner is not None:
                 batch.append((inner, bool(unit.magic & TIMER_MAGIC_ROLL)))
-        return self._put_all(batch)
+        return batch
 
     def convert(self, msg: MessageExt, enqueue_time: int, need_roll: bool, now_ms: int) -> MessageExt:
         """`convert` + `convertMessage`: the record that goes back to the real topic (or rolls).
@@ -513,7 +554,7 @@ class TimerMessageStore:
         if need_roll:
             props[P.TIMER_ROLL_TIMES] = str(int(props[P.TIMER_ROLL_TIMES]) + 1) if P.TIMER_ROLL_TIMES in props else "1"
         props[P.TIMER_DEQUEUE_MS] = str(now_ms)
-        props = P.broker_order(props)
+        props = broker_order_cached(props)
         if need_roll:
             topic, queue_id = msg.topic, msg.queue_id
         else:
@@ -587,7 +628,7 @@ class TimerMessageStore:
 
     def flush(self) -> None:
         """`TimerFlushService` body: timerlog, wheel, then the checkpoint that refers to them."""
-        if self.read_only:
+        if self.read_only or self._closed:
             return
         with self._lock:
             self.prepare_timer_checkpoint()
@@ -599,13 +640,16 @@ class TimerMessageStore:
     # -- the service -----------------------------------------------------------------------------
     def run_due(self, now_ms: int | None = None) -> int:
         """Enqueue what is new, deliver what is due by `now_ms`; returns messages delivered."""
-        if self.read_only:
+        if self.read_only or self._closed:
             return 0
         now = self.clock() if now_ms is None else now_ms
         with self._lock:
+            if self._closed:
+                return 0
             self.maybe_move_write_time(now)
             delivered = self.enqueue(now)
             delivered += self.dequeue(now)
+            self.warm_next_slot(now)
             self.prepare_timer_checkpoint()
             self.timer_checkpoint.write()
             if now - self._last_flush >= self.flush_interval_ms:
@@ -641,19 +685,22 @@ class TimerMessageStore:
                 time.sleep(0.05)
 
     def stop(self) -> None:
+        """Stop the thread, flush, and release the files (LocalBroker.close calls this)."""
         if self._thread is not None:
             self._stop.set()
             self._wake.set()
             self._thread.join(timeout=10)
             self._thread = None
-        self.flush()
-
-    def close(self) -> None:
-        self.stop()
         with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            self._closed = True
             self.timer_wheel.close()
             self.timer_log.close()
             self.timer_checkpoint.close()
+
+    close = stop
 
     # -- introspection ---------------------------------------------------------------------------
     def pending_count(self) -> int:

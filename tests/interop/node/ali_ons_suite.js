@@ -207,18 +207,15 @@ async function retryDlq() {
   report('ali-ons-dlq', !dv, dv || `dead letter in %DLQ%${group} intact`, t0);
 }
 
-// delayTimeLevel 2 (5 s): arrives after its delay; an undelayed message sent with it comes first.
+// delayTimeLevel 2 (5 s): with the consumer already running (it got a warm-up message), a
+// delayed and an undelayed message are sent together: the undelayed one comes first, the delayed
+// one no sooner than 4.5 s after its send.
 async function delay() {
   const t0 = Date.now();
   const topic = `OnsDelay_${run}`;
   const p = producer(`ons_pg_delay_${run}`);
   await createTopic(p, topic);
   await sendAll(p, [ message(topic, 'warm', 'delay', 0) ]);
-  const d = message(topic, 'delayed', 'delay', 0);
-  d.delayTimeLevel = 2;
-  const sentAt = Date.now();
-  await sendAll(p, [ d, message(topic, 'now', 'delay', 0) ]);
-  await p.close();
   const arrived = {};
   const col = new Collector('delay');
   const c = consumer(`ons_cg_delay_${run}`, `delay_${run}`);
@@ -226,6 +223,12 @@ async function delay() {
     if (!(id(msg) in arrived)) arrived[id(msg)] = Date.now();
     col.add(msg);
   });
+  await col.waitFor(1, 30000);
+  const d = message(topic, 'delayed', 'delay', 0);
+  d.delayTimeLevel = 2;
+  const sentAt = Date.now();
+  await sendAll(p, [ d, message(topic, 'now', 'delay', 0) ]);
+  await p.close();
   await col.waitFor(3, 40000);
   await sleep(1000 * waitScale);
   await c.close();

@@ -626,38 +626,43 @@ public final class ClientSuite {
         report("dlq", dlqProblem.isEmpty(), dlqProblem.isEmpty() ? "dead letter in %DLQ%" + group + " intact" : dlqProblem, t0);
     }
 
-    /** A delay-level-2 message (5 s) arrives after its delay; one sent with it without delay, at once. */
+    /**
+     * A delay-level-2 message (5 s) arrives after its delay. The consumer is running (it got a warm-up
+     * message) before the delayed and an undelayed message are sent together; the undelayed one must
+     * come first, the delayed one no sooner than 4.5 s after its send.
+     */
     static void delay() throws Exception {
         long t0 = System.currentTimeMillis();
         String topic = "IopDelay_" + run;
         DefaultMQProducer p = producer("iop_pg_delay_" + run);
-        long sentAt;
-        try {
-            p.send(message(topic, "warm", "delay", 0)); // creates the topic
-            Message m = message(topic, "delayed", "delay", 0);
-            m.setDelayTimeLevel(2);
-            sentAt = System.currentTimeMillis();
-            p.send(m);
-            p.send(message(topic, "now", "delay", 0));
-        } finally {
-            p.shutdown();
-        }
         Map<String, Long> arrived = new ConcurrentHashMap<>();
         Collector col = new Collector("delay");
-        DefaultMQPushConsumer c = pushConsumer("iop_cg_delay_" + run, topic, "delay_" + run);
-        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
-            for (MessageExt m : msgs) {
-                arrived.putIfAbsent(id(m), System.currentTimeMillis());
-                col.add(m);
-            }
-            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
-        });
-        c.start();
+        long sentAt = 0;
         try {
-            col.waitFor(3, 40_000);
-            Thread.sleep(scaled(1000));
+            p.send(message(topic, "warm", "delay", 0)); // creates the topic
+            DefaultMQPushConsumer c = pushConsumer("iop_cg_delay_" + run, topic, "delay_" + run);
+            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                for (MessageExt m : msgs) {
+                    arrived.putIfAbsent(id(m), System.currentTimeMillis());
+                    col.add(m);
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            c.start();
+            try {
+                col.waitFor(1, 30_000);
+                Message m = message(topic, "delayed", "delay", 0);
+                m.setDelayTimeLevel(2);
+                sentAt = System.currentTimeMillis();
+                p.send(m);
+                p.send(message(topic, "now", "delay", 0));
+                col.waitFor(3, 40_000);
+                Thread.sleep(scaled(1000));
+            } finally {
+                c.shutdown();
+            }
         } finally {
-            c.shutdown();
+            p.shutdown();
         }
         List<String> bad = new ArrayList<>();
         String v = col.verdict(List.of("warm#0", "delayed#0", "now#0"));

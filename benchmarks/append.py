@@ -1,0 +1,105 @@
+"""Append throughput of the store engine, against a plain sequential write measured in the same run.
+
+For 128 B, 1 KiB and 4 KiB bodies: put_message (1 and 16 sender threads) and put_messages
+(batches), under ASYNC_FLUSH and SYNC_FLUSH. Each line prints msg/s, MB/s of CommitLog bytes
+and the ratio to writing the same number of bytes with plain sequential writes + one fsync.
+
+    python benchmarks/append.py [--seconds 2] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from rmqtool.layouts.message import MessageExt
+from rmqtool.store.config import StoreConfig
+from rmqtool.store.messagestore import MessageStore
+
+
+def message(i: int, body: bytes) -> MessageExt:
+    return MessageExt(topic="BenchTopic", body=body, queue_id=i & 3, born_timestamp=1_700_000_000_000,
+                      properties={"TAGS": "TagA", "UNIQ_KEY": f"7F00000100002A9F{i:016X}", "KEYS": f"k{i}"})
+
+
+def plain_write(path: Path, total: int) -> float:
+    """Seconds to write `total` bytes sequentially in 1 MiB chunks, then fsync."""
+    chunk = os.urandom(1 << 20)
+    t = time.perf_counter()
+    with open(path, "wb") as f:
+        left = total
+        while left > 0:
+            f.write(chunk[: min(left, len(chunk))])
+            left -= len(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    dt = time.perf_counter() - t
+    path.unlink()
+    return dt
+
+
+def run_case(root: Path, body_size: int, flush: str, threads: int, batch: int, seconds: float) -> tuple[int, int, float]:
+    shutil.rmtree(root, ignore_errors=True)
+    cfg = StoreConfig(flush_disk_type=flush)
+    body = os.urandom(body_size)
+    store = MessageStore.open(root, cfg)
+    stop = time.perf_counter() + seconds
+    counts = [0] * threads
+
+    def sender(t: int) -> None:
+        n = 0
+        base = t << 40
+        while time.perf_counter() < stop:
+            if batch == 1:
+                for _ in range(64):
+                    store.put_message(message(base + n, body))
+                    n += 1
+            else:
+                store.put_messages([message(base + n + k, body) for k in range(batch)])
+                n += batch
+        counts[t] = n
+
+    t0 = time.perf_counter()
+    workers = [threading.Thread(target=sender, args=(t,)) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    store.flush()
+    dt = time.perf_counter() - t0
+    nbytes = store.max_phy_offset
+    store.close()
+    shutil.rmtree(root, ignore_errors=True)
+    return sum(counts), nbytes, dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--seconds", type=float, default=2.0, help="duration of each case")
+    ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    ap.add_argument("--sizes", default="128,1024,4096")
+    args = ap.parse_args()
+    base = Path(tempfile.mkdtemp(dir=args.dir, prefix="rmq-bench-"))
+    try:
+        print(f"{'case':44} {'msg/s':>10} {'MB/s':>8} {'plain MB/s':>10} {'ratio':>6}")
+        for size in (int(s) for s in args.sizes.split(",")):
+            for flush, threads, batch in [("ASYNC_FLUSH", 1, 1), ("ASYNC_FLUSH", 16, 1), ("ASYNC_FLUSH", 1, 128),
+                                          ("SYNC_FLUSH", 1, 1), ("SYNC_FLUSH", 16, 1), ("SYNC_FLUSH", 1, 128)]:
+                n, nbytes, dt = run_case(base / "store", size, flush, threads, batch, args.seconds)
+                plain = plain_write(base / "plain", nbytes)
+                mbs = nbytes / dt / 1e6
+                plain_mbs = nbytes / plain / 1e6
+                api = "put_message" if batch == 1 else f"put_messages({batch})"
+                name = f"{size}B {flush} {threads}thr {api}"
+                print(f"{name:44} {n / dt:10.0f} {mbs:8.1f} {plain_mbs:10.1f} {mbs / plain_mbs:6.2f}", flush=True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,568 @@
+"""Produce / consume throughput and latency of `rmqtool serve` against the references on this machine.
+
+    python benchmarks/serve.py [--duration 5] [--producers 1,4,16] [--targets rmqtool,apache,nats]
+
+Measured in one run with the same load generator for every target: 1 KiB messages from 1, 4 and
+16 producers (each a connection with one request in flight, like a synchronous producer), single
+sends (SEND_MESSAGE_V2) and batch sends (SEND_BATCH_MESSAGE, 32 messages), then consumers pulling
+everything back (PULL_MESSAGE, 32 per pull, one puller per queue). Producers are spread over
+several client processes so the client is not the bottleneck; the script prints the machine's
+core count because server and clients share it.
+
+Targets:
+  rmqtool  `python -m rmqtool serve` on a fresh store (async flush, like Apache's default).
+  apache   Apache RocketMQ 5.3.3's broker via tests/interop/java (built by .ci/steps of the interop
+           suite: mvn -q -f tests/interop/java/pom.xml package); skipped when not built.
+  nats     NATS JetStream (`nats-server -js`, Debian package nats-server) with file storage: the same
+           generator speaking NATS' protocol, publishing with acks (JetStream's equivalent of a
+           stored send), batches as 32 pipelined publishes, consumption through a pull consumer.
+
+Prints one line per case and the throughput ratio rmqtool / reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MSG_SIZE = 1024
+BATCH = 32
+QUEUES = 8
+BODY = bytes((i * 7) % 251 for i in range(MSG_SIZE))
+BUSY = [0]  # sends refused with SYSTEM_BUSY in this client process
+
+
+# ---------------------------------------------------------------------------------------- targets
+
+@dataclass
+class Target:
+    name: str
+    kind: str  # "rocketmq" | "nats"
+    broker: str  # host:port of the broker (RocketMQ) or the NATS server
+    proc: subprocess.Popen | None = None
+    workdir: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _wait_line(stream, pattern: re.Pattern, timeout: float, proc: subprocess.Popen) -> re.Match:
+    deadline = time.time() + timeout
+    buf = ""
+    os.set_blocking(stream.fileno(), False)
+    while time.time() < deadline:
+        chunk = stream.read()
+        if chunk:
+            buf += chunk.decode(errors="replace") if isinstance(chunk, bytes) else chunk
+            m = pattern.search(buf)
+            if m:
+                return m
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise RuntimeError(f"not ready: {buf[-2000:]}")
+
+
+def start_rmqtool(flush: str) -> Target:
+    work = Path(tempfile.mkdtemp(prefix="bench-rmqtool-"))
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "serve", "--store", str(work / "store"),
+                             "--namesrv-port", "0", "--broker-port", "0", "--flush", flush],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    m = _wait_line(proc.stderr, re.compile(r"broker \S+ ([\d.]+:\d+)"), 60, proc)
+    return Target("rmqtool", "rocketmq", m.group(1), proc, work)
+
+
+def start_apache(classpath_dir: Path) -> Target | None:
+    cp_file = classpath_dir / "target" / "classpath.txt"
+    classes = classpath_dir / "target" / "classes"
+    if not cp_file.is_file() or not (classes / "rmqtool" / "interop" / "ApacheBroker.class").is_file() \
+            or not shutil.which("java"):
+        return None
+    work = Path(tempfile.mkdtemp(prefix="bench-apache-"))
+    cp = str(classes) + os.pathsep + cp_file.read_text().strip()
+    cmd = ["java", "-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-Djava.net.preferIPv4Stack=true",
+           f"-Duser.home={work}", "--add-opens=java.base/java.nio=ALL-UNNAMED",
+           "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
+           "--add-opens=java.base/java.util=ALL-UNNAMED", "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+           "-cp", cp, "rmqtool.interop.ApacheBroker", "--store", str(work / "store"),
+           "mappedFileSizeCommitLog=1073741824", "flushDiskType=ASYNC_FLUSH"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    m = _wait_line(proc.stdout, re.compile(r"READY namesrv=\S+ broker=(\S+)"), 120, proc)
+    return Target("apache", "rocketmq", m.group(1), proc, work)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_nats() -> Target | None:
+    exe = shutil.which("nats-server") or ("/usr/sbin/nats-server" if Path("/usr/sbin/nats-server").exists() else None)
+    if exe is None:
+        return None
+    work = Path(tempfile.mkdtemp(prefix="bench-nats-"))
+    port = _free_port()
+    proc = subprocess.Popen([exe, "-js", "-sd", str(work / "js"), "-a", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    return Target("nats", "nats", f"127.0.0.1:{port}", proc, work)
+
+
+# ------------------------------------------------------------------------- RocketMQ wire client
+
+class RmqConn:
+    """A minimal remoting channel: one request in flight, JSON headers (what Java clients send)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.r, self.w = reader, writer
+        self.opaque = 0
+
+    @classmethod
+    async def open(cls, addr: str) -> RmqConn:
+        host, port = addr.rsplit(":", 1)
+        r, w = await asyncio.open_connection(host, int(port))
+        return cls(r, w)
+
+    async def call(self, code: int, ext: dict[str, str], body: bytes = b"") -> tuple[int, dict, bytes]:
+        self.opaque += 1
+        header = json.dumps({"code": code, "extFields": ext, "flag": 0, "language": "JAVA",
+                             "opaque": self.opaque, "serializeTypeCurrentRPC": "JSON", "version": 473},
+                            separators=(",", ":")).encode()
+        self.w.write(struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body)
+        while True:
+            length, hl = struct.unpack(">ii", await self.r.readexactly(8))
+            data = await self.r.readexactly(length - 4)
+            h = json.loads(data[: hl & 0xFFFFFF])
+            if h.get("flag", 0) & 1 and h.get("opaque") == self.opaque:
+                return h["code"], h.get("extFields") or {}, data[hl & 0xFFFFFF:]
+
+    def close(self) -> None:
+        self.w.close()
+
+
+def _props(i: int, pid: int) -> str:
+    return f"UNIQ_KEY\x01{pid:08X}{i:024X}\x02WAIT\x01true\x02TAGS\x01bench"
+
+
+def _batch_body(pid: int, base: int) -> bytes:
+    parts = []
+    for k in range(BATCH):
+        p = f"UNIQ_KEY\x01{pid:08X}{base + k:024X}\x02WAIT\x01true".encode()
+        parts.append(struct.pack(">iiiii", 20 + MSG_SIZE + len(p), 0, 0, 0, MSG_SIZE) + BODY
+                     + struct.pack(">h", len(p)) + p)
+    return b"".join(parts)
+
+
+async def rmq_producer(addr: str, topic: str, mode: str, idx: int, stop_at: float,
+                       lat: list[float]) -> int:
+    conn = await RmqConn.open(addr)
+    pid = os.getpid() & 0xFFFF
+    sent = 0
+    i = idx << 32
+    try:
+        while time.perf_counter() < stop_at:
+            q = (idx + sent) % QUEUES
+            ext = {"a": "bench_pg", "b": topic, "c": "TBW102", "d": "4", "e": str(q), "f": "0",
+                   "g": str(int(time.time() * 1000)), "h": "0", "j": "0", "k": "false"}
+            t0 = time.perf_counter()
+            if mode == "single":
+                ext["i"] = _props(i, pid)
+                ext["m"] = "false"
+                code, _, _ = await conn.call(310, ext, BODY)
+                n = 1
+            else:
+                ext["i"] = "WAIT\x01true"
+                ext["m"] = "true"
+                code, _, _ = await conn.call(320, ext, _batch_body(pid, i))
+                n = BATCH
+            if code in (2, 14):  # SYSTEM_BUSY / SERVICE_NOT_AVAILABLE: flow control, back off and go on
+                BUSY[0] += 1
+                await asyncio.sleep(0.001)
+                continue
+            lat.append(time.perf_counter() - t0)
+            if code != 0:
+                raise RuntimeError(f"send failed with code {code}")
+            sent += n
+            i += n
+    finally:
+        conn.close()
+    return sent
+
+
+async def rmq_puller(addr: str, topic: str, queue_id: int, lat: list[float]) -> int:
+    conn = await RmqConn.open(addr)
+    off, got = 0, 0
+    try:
+        while True:
+            ext = {"consumerGroup": "bench_cg", "topic": topic, "queueId": str(queue_id), "queueOffset": str(off),
+                   "maxMsgNums": "32", "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0",
+                   "subscription": "*", "subVersion": "0", "expressionType": "TAG"}
+            t0 = time.perf_counter()
+            code, hdr, body = await conn.call(11, ext)
+            lat.append(time.perf_counter() - t0)
+            if code != 0:
+                return got
+            n, p = 0, 0
+            while p < len(body):
+                (size,) = struct.unpack_from(">i", body, p)
+                p += size
+                n += 1
+            got += n
+            off = int(hdr["nextBeginOffset"])
+    finally:
+        conn.close()
+
+
+async def rmq_create_topic(addr: str, topic: str) -> None:
+    conn = await RmqConn.open(addr)
+    try:
+        code, _, _ = await conn.call(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(QUEUES),
+                                          "writeQueueNums": str(QUEUES), "perm": "6", "topicFilterType": "SINGLE_TAG",
+                                          "topicSysFlag": "0", "order": "false"})
+        if code != 0:
+            raise RuntimeError(f"create topic failed: {code}")
+    finally:
+        conn.close()
+
+
+# ----------------------------------------------------------------------------- NATS wire client
+
+class NatsConn:
+    """NATS text protocol with JetStream publish acks on a reply inbox (one request in flight)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, inbox: str) -> None:
+        self.r, self.w = reader, writer
+        self.n = 0
+        self.inbox = inbox  # this connection's own reply subjects: acks must not reach other producers
+
+    @classmethod
+    async def open(cls, addr: str) -> NatsConn:
+        host, port = addr.rsplit(":", 1)
+        r, w = await asyncio.open_connection(host, int(port), limit=1 << 22)
+        await r.readline()  # INFO
+        inbox = f"_INBOX.{os.getpid()}x{id(r):x}"
+        w.write(b'CONNECT {"verbose":false,"pedantic":false,"headers":true,"no_responders":true}\r\n'
+                + f"SUB {inbox}.> 1\r\nPING\r\n".encode())
+        c = cls(r, w, inbox)
+        while (await r.readline()).strip() != b"PONG":
+            pass
+        return c
+
+    async def _msg(self) -> tuple[str, bytes, bytes]:
+        """Next MSG/HMSG: (subject, headers, payload); answers PINGs."""
+        while True:
+            line = await self.r.readline()
+            if line.startswith(b"MSG "):
+                parts = line.split()
+                size = int(parts[-1])
+                data = await self.r.readexactly(size + 2)
+                return parts[1].decode(), b"", data[:-2]
+            if line.startswith(b"HMSG "):
+                parts = line.split()
+                hsize, total = int(parts[-2]), int(parts[-1])
+                data = await self.r.readexactly(total + 2)
+                return parts[1].decode(), data[:hsize], data[hsize:-2]
+            if line.startswith(b"PING"):
+                self.w.write(b"PONG\r\n")
+            elif line.startswith(b"-ERR"):
+                raise RuntimeError(line.decode().strip())
+            elif not line:
+                raise ConnectionError("closed")
+
+    def pub(self, subject: str, payload: bytes, reply: str) -> None:
+        self.w.write(f"PUB {subject} {reply} {len(payload)}\r\n".encode() + payload + b"\r\n")
+
+    async def request(self, subject: str, payload: bytes) -> bytes:
+        self.n += 1
+        self.pub(subject, payload, f"{self.inbox}.{self.n}")
+        _, _, data = await self._msg()
+        return data
+
+    async def publish_acked(self, subject: str, count: int) -> None:
+        """`count` pipelined publishes, then wait for every PubAck."""
+        for _ in range(count):
+            self.n += 1
+            self.pub(subject, BODY, f"{self.inbox}.{self.n}")
+        for _ in range(count):
+            _, _, data = await self._msg()
+            if b'"error"' in data:
+                raise RuntimeError(data.decode())
+
+    def close(self) -> None:
+        self.w.close()
+
+
+async def nats_setup(addr: str, stream: str) -> None:
+    c = await NatsConn.open(addr)
+    try:
+        cfg = {"name": stream, "subjects": [f"{stream}.>"], "storage": "file", "retention": "limits",
+               "discard": "old", "num_replicas": 1}
+        resp = await c.request(f"$JS.API.STREAM.CREATE.{stream}", json.dumps(cfg).encode())
+        if b'"error"' in resp and b"already in use" not in resp:
+            raise RuntimeError(resp.decode())
+    finally:
+        c.close()
+
+
+async def nats_producer(addr: str, stream: str, mode: str, idx: int, stop_at: float, lat: list[float]) -> int:
+    conn = await NatsConn.open(addr)
+    sent = 0
+    try:
+        while time.perf_counter() < stop_at:
+            subject = f"{stream}.q{(idx + sent) % QUEUES}"
+            n = 1 if mode == "single" else BATCH
+            t0 = time.perf_counter()
+            await conn.publish_acked(subject, n)
+            lat.append(time.perf_counter() - t0)
+            sent += n
+    finally:
+        conn.close()
+    return sent
+
+
+async def nats_puller(addr: str, stream: str, queue_id: int, lat: list[float]) -> int:
+    conn = await NatsConn.open(addr)
+    name = f"pull{queue_id}"
+    cfg = {"stream_name": stream, "config": {"durable_name": name, "ack_policy": "none", "deliver_policy": "all",
+                                             "filter_subject": f"{stream}.q{queue_id}"}}
+    await conn.request(f"$JS.API.CONSUMER.CREATE.{stream}.{name}", json.dumps(cfg).encode())
+    got = 0
+    try:
+        while True:
+            conn.n += 1
+            t0 = time.perf_counter()
+            conn.pub(f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{name}", b'{"batch":32,"no_wait":true}',
+                     f"{conn.inbox}.{conn.n}")
+            n = 0
+            while True:
+                _, hdr, data = await conn._msg()
+                if hdr.startswith(b"NATS/1.0 4"):  # 404 no messages / 408 request timeout: batch over
+                    break
+                n += 1
+                if n == 32:
+                    break
+            lat.append(time.perf_counter() - t0)
+            if n == 0:
+                return got
+            got += n
+    finally:
+        conn.close()
+
+
+# -------------------------------------------------------------------------------- measurement
+
+def _produce_proc(kind: str, addr: str, topic: str, mode: str, first_idx: int, tasks: int, start_at: float,
+                  duration: float, out: mp.Queue) -> None:
+    async def go() -> tuple[int, list[float]]:
+        while time.time() < start_at:
+            await asyncio.sleep(0.005)
+        stop_at = time.perf_counter() + duration
+        lat: list[float] = []
+        fn = rmq_producer if kind == "rocketmq" else nats_producer
+        counts = await asyncio.gather(*(fn(addr, topic, mode, first_idx + i, stop_at, lat) for i in range(tasks)))
+        return sum(counts), lat, BUSY[0]
+
+    try:
+        out.put(asyncio.run(go()))
+    except Exception as e:  # report, do not hang the parent
+        out.put((-1, [str(e)], 0))
+
+
+def _consume_proc(kind: str, addr: str, topic: str, queues: list[int], out: mp.Queue) -> None:
+    async def go() -> tuple[int, list[float]]:
+        lat: list[float] = []
+        fn = rmq_puller if kind == "rocketmq" else nats_puller
+        counts = await asyncio.gather(*(fn(addr, topic, q, lat) for q in queues))
+        return sum(counts), lat
+
+    try:
+        out.put(asyncio.run(go()))
+    except Exception as e:
+        out.put((-1, [str(e)]))
+
+
+@dataclass
+class Result:
+    target: str
+    case: str
+    msgs: int
+    seconds: float
+    lat: list[float]
+    busy: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.msgs / self.seconds if self.seconds > 0 else 0.0
+
+    def pct(self, p: float) -> float:
+        if not self.lat:
+            return float("nan")
+        s = sorted(self.lat)
+        return s[min(len(s) - 1, int(p / 100 * len(s)))] * 1000
+
+
+def _spread(total_tasks: int, procs: int) -> list[int]:
+    base, extra = divmod(total_tasks, procs)
+    return [base + (1 if i < extra else 0) for i in range(procs) if base + (1 if i < extra else 0) > 0]
+
+
+def produce(t: Target, topic: str, mode: str, producers: int, duration: float, client_procs: int) -> Result:
+    ctx = mp.get_context("spawn")
+    out: mp.Queue = ctx.Queue()
+    start_at = time.time() + 1.5
+    plan = _spread(producers, min(producers, client_procs))
+    procs, first = [], 0
+    for n in plan:
+        p = ctx.Process(target=_produce_proc, args=(t.kind, t.broker, topic, mode, first, n, start_at, duration, out))
+        p.start()
+        procs.append(p)
+        first += n
+    results = [out.get(timeout=duration + 120) for _ in procs]
+    for p in procs:
+        p.join()
+    errors = [r[1][0] for r in results if r[0] < 0]
+    if errors:
+        raise RuntimeError(f"{t.name} {mode} x{producers}: {errors[0]}")
+    return Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r[0] for r in results), duration,
+                  [x for r in results for x in r[1]], sum(r[2] for r in results))
+
+
+def consume(t: Target, topic: str, client_procs: int) -> Result:
+    ctx = mp.get_context("spawn")
+    out: mp.Queue = ctx.Queue()
+    groups = [list(range(QUEUES))[i::client_procs] for i in range(client_procs)]
+    t0 = time.perf_counter()
+    procs = []
+    for g in groups:
+        p = ctx.Process(target=_consume_proc, args=(t.kind, t.broker, topic, g, out))
+        p.start()
+        procs.append(p)
+    results = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join()
+    took = time.perf_counter() - t0
+    errors = [r[1][0] for r in results if r[0] < 0]
+    if errors:
+        raise RuntimeError(f"{t.name} consume: {errors[0]}")
+    return Result(t.name, "consume (pull 32)     ", sum(r[0] for r in results), took,
+                  [x for r in results for x in r[1]])
+
+
+def bench_target(t: Target, producers: list[int], duration: float, client_procs: int,
+                 warmup: float) -> list[Result]:
+    out = []
+    if warmup > 0:  # JIT, page cache, first mapped files: not measured
+        if t.kind == "rocketmq":
+            asyncio.run(rmq_create_topic(t.broker, "BenchWarmup"))
+        else:
+            asyncio.run(nats_setup(t.broker, "BenchWarmup"))
+        for mode in ("single", "batch"):
+            produce(t, "BenchWarmup", mode, 4, warmup / 2, client_procs)
+    for mode in ("single", "batch"):
+        topic = f"Bench{mode.capitalize()}"
+        if t.kind == "rocketmq":
+            asyncio.run(rmq_create_topic(t.broker, topic))
+        else:
+            asyncio.run(nats_setup(t.broker, topic))
+        for p in producers:
+            r = produce(t, topic, mode, p, duration, client_procs)
+            print(_line(r), flush=True)
+            out.append(r)
+        if mode == "batch":
+            r = consume(t, topic, client_procs)
+            print(_line(r), flush=True)
+            out.append(r)
+    return out
+
+
+def _line(r: Result) -> str:
+    return (f"{r.target:8s} {r.case}  {r.rate:10.0f} msg/s  {r.rate * MSG_SIZE / 1e6:7.1f} MB/s  "
+            f"p50 {r.pct(50):7.2f} ms  p99 {r.pct(99):7.2f} ms  ({r.msgs} msgs"
+            + (f", {r.busy} refused busy)" if r.busy else ")"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds per produce case")
+    ap.add_argument("--producers", default="1,4,16")
+    ap.add_argument("--warmup", type=float, default=4.0, help="unmeasured seconds of load first (JIT etc.)")
+    ap.add_argument("--targets", default="rmqtool,apache,nats")
+    ap.add_argument("--client-procs", type=int, default=max(2, min(4, os.cpu_count() or 2)))
+    ap.add_argument("--flush", default="async", choices=["async", "sync"], help="rmqtool serve's --flush")
+    ap.add_argument("--apache-java-dir", type=Path, default=ROOT / "tests" / "interop" / "java",
+                    help="where the interop suite's Maven project (with target/) is")
+    args = ap.parse_args()
+    producers = [int(x) for x in args.producers.split(",")]
+    wanted = args.targets.split(",")
+    print(f"# {os.cpu_count()} cores shared by server and {args.client_procs} client processes; "
+          f"{MSG_SIZE} B messages, batches of {BATCH}, {QUEUES} queues, {args.duration:g} s per case", flush=True)
+    all_results: dict[str, list[Result]] = {}
+    for name in wanted:
+        if name == "rmqtool":
+            t = start_rmqtool(args.flush)
+        elif name == "apache":
+            t = start_apache(args.apache_java_dir)
+            if t is None:
+                print("# apache: skipped (Apache RocketMQ Java launcher not built)", flush=True)
+                continue
+        elif name == "nats":
+            t = start_nats()
+            if t is None:
+                print("# nats: skipped (nats-server not installed: apt-get install nats-server)", flush=True)
+                continue
+        else:
+            raise SystemExit(f"unknown target {name}")
+        try:
+            all_results[name] = bench_target(t, producers, args.duration, args.client_procs, args.warmup)
+        finally:
+            t.stop()
+    mine = {r.case: r for r in all_results.get("rmqtool", [])}
+    for ref in [n for n in all_results if n != "rmqtool"]:
+        print(f"# ratio rmqtool / {ref} (throughput):")
+        ratios = []
+        for r in all_results[ref]:
+            m = mine.get(r.case)
+            if m and r.rate > 0:
+                ratios.append(m.rate / r.rate)
+                print(f"#   {r.case}  {m.rate / r.rate:6.2f}")
+        if ratios:
+            print(f"#   geometric mean {statistics.geometric_mean(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Brokers for the interop tests: Apache RocketMQ's own (the reference) and `rmqtool serve`.
+
+Each is started once per session on free loopback ports and stopped cleanly at the end. Client
+suites (Java, ali-ons, C++) run against both: against Apache's broker they prove the harness
+checks what a real broker does; against `rmqtool serve` they prove serve is one.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .harness import ROOT, has_module, java_classpath, java_cmd
+
+
+@dataclass
+class Broker:
+    """A running name server + broker pair."""
+
+    kind: str  # "apache" or "rmqtool"
+    namesrv: str
+    broker: str
+    store: Path
+    home: Path  # scratch dir for client logs of this broker's tests
+    proc: subprocess.Popen
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(addr: str, deadline: float) -> None:
+    host, port = addr.rsplit(":", 1)
+    while time.time() < deadline:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {addr}")
+
+
+def start_apache(root: Path, *conf: str, heap: str = "512m") -> Broker:
+    """ApacheBroker (tests/interop/java): RocketMQ 5.3.3's NamesrvController + BrokerController."""
+    root.mkdir(parents=True, exist_ok=True)
+    log = open(root / "apache.stderr", "wb")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen(java_cmd("ApacheBroker", "--store", str(root / "store"), *conf, heap=heap,
+                                     home=root / "home"),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+    line = proc.stdout.readline().decode()  # READY ... or EOF when it failed
+    if not line.startswith("READY"):
+        proc.kill()
+        raise RuntimeError(f"Apache broker did not start: {line!r}, see {root / 'apache.stderr'}")
+    fields = dict(f.split("=", 1) for f in line.split()[1:])
+    return Broker("apache", fields["namesrv"], fields["broker"], Path(fields["store"]), root, proc)
+
+
+def stop_apache(b: Broker, timeout: float = 90) -> None:
+    """Clean shutdown (flush, checkpoint, abort removed): close stdin and wait."""
+    try:
+        b.proc.stdin.close()
+        b.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        b.proc.kill()
+        b.proc.wait()
+
+
+def start_rmqtool_serve(root: Path, *extra: str) -> Broker:
+    root.mkdir(parents=True, exist_ok=True)
+    ns_port, broker_port = free_port(), free_port()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    log = open(root / "serve.stderr", "wb")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "serve", "--store", str(root / "store"),
+                             "--namesrv-port", str(ns_port), "--broker-port", str(broker_port), *extra],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)
+    deadline = time.time() + 30
+    ns, br = f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"
+    try:
+        wait_port(ns, deadline)
+        wait_port(br, deadline)
+    except TimeoutError:
+        proc.kill()
+        raise RuntimeError(f"rmqtool serve did not start: {(root / 'serve.stderr').read_text()[-2000:]}") from None
+    ready = ""
+    while time.time() < deadline and ns not in ready:  # the ready line names the name server address
+        ready = (root / "serve.stderr").read_text(errors="replace")
+        time.sleep(0.05)
+    assert ns in ready, f"no ready line naming {ns} on stderr: {ready[-500:]!r}"
+    return Broker("rmqtool", ns, br, root / "store", root, proc)
+
+
+def stop_rmqtool_serve(b: Broker, timeout: float = 30) -> int:
+    b.proc.send_signal(signal.SIGTERM)
+    try:
+        return b.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        b.proc.kill()
+        b.proc.wait()
+        raise
+
+
+@pytest.fixture(scope="session")
+def apache_broker(tmp_path_factory):
+    if java_classpath() is None:
+        pytest.skip("Apache RocketMQ Java programs not built (run .ci/steps/10-interop.sh; needs Maven Central)")
+    b = start_apache(tmp_path_factory.mktemp("apache"))
+    yield b
+    b.proc.kill()  # nothing reads this store afterwards: skip the 15 s clean shutdown
+    b.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def rmqtool_serve(tmp_path_factory):
+    if not has_module("rmqtool.cli.serve"):
+        pytest.skip("rmqtool.cli.serve is not on this branch yet")
+    b = start_rmqtool_serve(tmp_path_factory.mktemp("serve"))
+    yield b
+    stop_rmqtool_serve(b)
+
+
+@pytest.fixture(params=["apache", "rmqtool"])
+def any_broker(request) -> Broker:
+    """Each client test runs against Apache's broker (the reference) and against rmqtool serve."""
+    return request.getfixturevalue("apache_broker" if request.param == "apache" else "rmqtool_serve")
