@@ -237,6 +237,7 @@ class MessageStore:
             offset = self.commitlog.flush()
         if ts and self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = ts
+            self.checkpoint.confirm_phy_offset = offset
             self.checkpoint.write()
         return offset
 
