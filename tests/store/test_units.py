@@ -307,3 +307,18 @@ def test_transaction_prepared_records_take_no_queue_offset(store_dir):
         assert store.put_message(make_msg(2)).queue_offset == 0
         # PREPARED records are still indexed (every type except ROLLBACK)
         assert [m.uniq_key for m in store.query_message("TopicTest", "UNIQ00000001")] == ["UNIQ00000001"]
+
+
+def test_put_keys_equals_put_key_one_by_one(tmp_path):
+    """The batched insert writes the same bytes as RocketMQ's key-by-key putKey, across a rollover."""
+    a = IndexFile(tmp_path / "20240101000000001", 8, 6, create=True, end_phy_offset=50, end_timestamp=5_000)
+    b = IndexFile(tmp_path / "20240101000000002", 8, 6, create=True, end_phy_offset=50, end_timestamp=5_000)
+    records = [(100, 9_000, ["T#u1", "T#k", "T#j"]), (200, 12_345, ["T#u2", "T#k"]), (300, 20_000, ["T#u3", "T#x"])]
+    for phy, ts, keys in records:
+        for k in keys:
+            a.put_key(k, phy, ts)
+        b.put_keys(keys, phy, ts)
+    assert a.mm[:] == b.mm[:]
+    assert b.index_count == 6 and b.put_keys(["T#z"], 400, 30_000) == 0
+    a.close()
+    b.close()
