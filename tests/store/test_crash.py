@@ -106,14 +106,19 @@ def check_store(root: Path, acked: set[int]) -> int:
 
 def test_sigkill_under_sync_flush_loses_no_acknowledged_message(tmp_path):
     rounds = int(os.environ.get("RMQ_CRASH_ROUNDS", "20"))
-    rng = random.Random(os.environ.get("RMQ_CRASH_SEED"))
+    seed = int(os.environ.get("RMQ_CRASH_SEED") or random.randrange(1 << 30))
+    rng = random.Random(seed)
     root = tmp_path / "store"
     acked: set[int] = set()
     total = 0
     for r in range(rounds):
         got = run_child(root, r * 10_000_000, threads=rng.choice([1, 4, 8]), run_s=rng.uniform(0.02, 0.25))
         acked.update(got)
-        if rng.random() < 0.5:
+        torn = rng.random() < 0.5
+        if torn:
             tear_tail(root, rng)
-        total = check_store(root, acked)
+        try:
+            total = check_store(root, acked)
+        except AssertionError as e:
+            raise AssertionError(f"round {r} (RMQ_CRASH_SEED={seed}, torn tail: {torn}): {e}") from e
     assert total >= len(acked) > 0
