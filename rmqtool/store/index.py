@@ -245,10 +245,12 @@ class IndexService:
             raise StoreError("store opened read-only")
         self.directory.mkdir(parents=True, exist_ok=True)
         ms = now_ms
-        while (self.directory / index_file_name(ms)).exists() or (
-            self.files and index_file_name(ms) <= self.files[-1].path.name
-        ):
-            ms += 1  # names sort chronologically and must be unique
+        if self.files and index_file_name(ms) <= self.files[-1].path.name:
+            # names sort chronologically and must be unique: follow the newest file
+            newest = datetime.datetime.strptime(self.files[-1].path.name[:14], "%Y%m%d%H%M%S")
+            ms = int(newest.timestamp()) * 1000 + int(self.files[-1].path.name[14:]) + 1
+        while (self.directory / index_file_name(ms)).exists():
+            ms += 1
         end_phy = last.end_phy_offset if last else 0
         end_ts = last.end_timestamp if last else 0
         f = IndexFile(self.directory / index_file_name(ms), self.hash_slot_num, self.index_num, create=True,
