@@ -43,11 +43,12 @@ except Exception:  # noqa: BLE001 - not that package
     CAN_SHUTDOWN_PUSH = True
 
 
-KEEP: list[PushConsumer] = []  # never garbage-collected: PushConsumer.__del__ calls shutdown too
+KEEP: list = []  # never garbage-collected: __del__ calls shutdown too
 
 
-def stop(c: PushConsumer) -> None:
-    if CAN_SHUTDOWN_PUSH:
+def stop(c) -> None:
+    """Shut a client down; with client-cpp 2.1.0, once a push consumer runs, leave all running."""
+    if CAN_SHUTDOWN_PUSH or (not KEEP and not isinstance(c, PushConsumer)):
         c.shutdown()
     else:
         KEEP.append(c)
@@ -195,7 +196,7 @@ def produce_consume() -> None:
     topic, n = f"CppPC_{RUN}", 20
     p = producer(f"cpp_pg_pc_{RUN}")
     results = send_all(p, [message(topic, "pc", "TagA", i) for i in range(n)])
-    p.shutdown()
+    stop(p)
     ok_send = all(r.msg_id and r.offset >= 0 for r in results)
     seen = Seen("TagA")
     c = push_consumer(f"cpp_cg_pc_{RUN}", topic, f"pc_{RUN}", lambda m: seen.add(m) or True)
@@ -213,7 +214,7 @@ def pull() -> None:
     topic, n = f"CppPull_{RUN}", 20
     p = producer(f"cpp_pg_pull_{RUN}")
     send_all(p, [message(topic, "pull", "TagP", i) for i in range(n)])
-    p.shutdown()
+    stop(p)
     seen = Seen("TagP")
     c = PullConsumer(f"cpp_cg_pull_{RUN}")
     c.set_namesrv_addr(NAMESRV)
@@ -236,7 +237,7 @@ def retry() -> None:
     topic = f"CppRetry_{RUN}"
     p = producer(f"cpp_pg_retry_{RUN}")
     send_all(p, [message(topic, "fail", "retry", 0), message(topic, "ok", "retry", 0)])
-    p.shutdown()
+    stop(p)
     seen = Seen("retry")
 
     def handler(m: RecvMessage) -> bool:
@@ -275,7 +276,7 @@ def delay() -> None:
     d.set_delay_time_level(2)
     sent_at = time.time()
     send_all(p, [d, message(topic, "now", "delay", 0)])
-    p.shutdown()
+    stop(p)
     seen.wait_for(3, 40)
     time.sleep(1 * WAIT_SCALE)
     stop(c)
@@ -309,12 +310,14 @@ def split() -> None:
     time.sleep(1 * WAIT_SCALE)
     stop(ca)
     stop(cb)
-    p.shutdown()
+    stop(p)
+    # The warm-up message may be seen twice while the queues move from the first consumer to the
+    # second (at least once during a rebalance); the messages sent after it, once each.
     both = Seen("split")
-    both.count = a.count + b.count
+    both.count = Counter({k: v for k, v in (a.count + b.count).items() if k.startswith("split#")})
     both.damaged = a.damaged + b.damaged
     bad = []
-    v = both.verdict(ids("split", n) + ["warm#0"])
+    v = both.verdict(ids("split", n))
     if v:
         bad.append(v)
     qa = {q for k, q in a.queues.items() if k.startswith("split#")}

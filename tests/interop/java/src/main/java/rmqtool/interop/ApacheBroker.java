@@ -102,6 +102,10 @@ public final class ApacheBroker {
         brokerConfig.setEnablePropertyFilter(true);
         brokerConfig.setTransactionCheckInterval(1000); // check-backs within seconds, not a minute
         brokerConfig.setTransactionTimeOut(1000);
+        // Tests run many JVMs on 2 cores: don't answer "broker busy" after 200 ms in the send queue.
+        brokerConfig.setWaitTimeMillsInSendQueue(10_000);
+        brokerConfig.setWaitTimeMillsInPullQueue(10_000);
+        brokerConfig.setWaitTimeMillsInLitePullQueue(10_000);
         MessageStoreConfig storeConfig = new MessageStoreConfig();
         storeConfig.setStorePathRootDir(root.getPath());
         storeConfig.setStorePathCommitLog(new File(root, "commitlog").getPath());
