@@ -177,7 +177,17 @@ def choose_format(fmt: str | None, json_flag: bool = False, choices: Iterable[st
     return "table" if "table" in choices else "json"
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+_std_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+try:  # several times faster, same text for what we print (tests compare the two)
+    import orjson
+
+    def _dumps(obj: Any) -> str:
+        try:
+            return orjson.dumps(obj).decode("utf-8")
+        except (TypeError, orjson.JSONEncodeError):  # ints over 64 bits, lone surrogates
+            return _std_dumps(obj)
+except ImportError:  # pragma: no cover - orjson is a dependency
+    _dumps = _std_dumps
 
 
 def json_line(obj: Any) -> str:

@@ -366,3 +366,11 @@ def test_store_with_other_file_sizes_is_adopted(store):
     ok("send", "--store", str(store), "Small", "m3", "--queue", "0")
     assert [m["body"] for m in ok("consume", "--store", str(store), "Small")] == ["m0", "m1", "m2", "m3"]
     assert (store / "commitlog" / "00000000000000000000").stat().st_size == 64 * 1024
+
+
+def test_json_line_is_the_standard_library_text():
+    from rmqtool.cli.common import _std_dumps, json_line
+
+    for obj in [{"a": "é\u2028\x01\x7f\"\\/\t", "n": None, "b": True, "i": -(1 << 63), "big": 1 << 70,
+                 "nested": {"x": [1, 2.5, "y"]}}, {"s": "\ud800"}]:
+        assert json_line(obj) == _std_dumps(obj)
