@@ -371,22 +371,19 @@ class TimerMessageStore:
             if not units:
                 break
             for phys, size, _tags in units:
+                # the offset moves only once the message is in the wheel (or handed over), so an
+                # error leaves it to the next run instead of dropping it
+                raw = read_bytes(phys, size) if 0 < size != 0x7FFFFFFF else None
+                fields = peek_timer_fields(raw) if raw is not None else None  # None: record gone
+                if fields is not None:
+                    delayed, real_topic, is_delete = fields
+                    if delayed < write_time:
+                        msg = self._look(phys, size)
+                        if msg is not None:
+                            done += self._enqueue_one(msg, now_ms)
+                    else:
+                        self._do_enqueue_fast(phys, size, delayed, real_topic, is_delete)
                 self.curr_queue_offset += 1
-                if size <= 0 or size == 0x7FFFFFFF:
-                    continue
-                raw = read_bytes(phys, size)
-                if raw is None:
-                    continue  # enqueue_get_miss: the record is gone
-                fields = peek_timer_fields(raw)
-                if fields is None:
-                    continue
-                delayed, real_topic, is_delete = fields
-                if delayed < write_time:
-                    msg = self._look(phys, size)
-                    if msg is not None:
-                        done += self._enqueue_one(msg, now_ms)
-                else:
-                    self._do_enqueue_fast(phys, size, delayed, real_topic, is_delete)
             self.commit_queue_offset = self.curr_queue_offset
         self.commit_queue_offset = self.curr_queue_offset
         return done
@@ -647,9 +644,13 @@ class TimerMessageStore:
             if self._closed:
                 return 0
             self.maybe_move_write_time(now)
-            delivered = self.enqueue(now)
-            delivered += self.dequeue(now)
-            self.warm_next_slot(now)
+            delivered = 0
+            try:
+                delivered += self.enqueue(now)
+                delivered += self.dequeue(now)
+                self.warm_next_slot(now)
+            except RmqError as e:  # a put failed: the offsets did not move, the next run retries
+                log.warning("timer service: %s; will retry", e)
             self.prepare_timer_checkpoint()
             self.timer_checkpoint.write()
             if now - self._last_flush >= self.flush_interval_ms:
