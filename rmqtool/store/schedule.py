@@ -11,6 +11,7 @@ kept in `delayOffset.json`.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmqtool.errors import InvalidMessage
+from rmqtool.errors import InvalidInput, InvalidMessage, RmqError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     SCHEDULE_TOPIC,
@@ -31,6 +32,8 @@ from rmqtool.layouts.constants import (
 )
 from rmqtool.layouts.message import MessageExt
 from rmqtool.store.config import parse_delay_levels
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DELAY_FOR_A_WHILE_MS = 100  # ScheduleMessageService.DELAY_FOR_A_WHILE
@@ -292,7 +295,10 @@ class ScheduleMessageService:
         delivered = 0
         with self._lock:
             for level in sorted(self.delay_level_table):
-                delivered += self._deliver_level(level, now)
+                try:
+                    delivered += self._deliver_level(level, now)
+                except RmqError as e:  # the level's offset did not move: retried next run
+                    log.warning("delay level %d: %s; will retry", level, e)
         if self._dirty and not self.read_only and now - self._last_persist >= self.flush_interval_ms:
             self.persist()  # every flushDelayOffsetInterval, and at stop()
         return delivered
@@ -340,8 +346,15 @@ class ScheduleMessageService:
                     offset = curr + 1
                     self._update_offset(level, offset)
                     continue
-                with delivering():
-                    result = self.store.put_message(inner)
+                try:
+                    with delivering():
+                        result = self.store.put_message(inner)
+                except InvalidInput as e:
+                    # Java would retry this offset forever; a message the store can never take is skipped
+                    log.warning("delay level %d offset %d skipped: %s", level, curr, e)
+                    offset = curr + 1
+                    self._update_offset(level, offset)
+                    continue
                 if getattr(result, "status", "PUT_OK") not in ("PUT_OK", "FLUSH_DISK_TIMEOUT",
                                                                   "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
                     self._update_offset(level, curr)

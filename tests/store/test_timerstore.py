@@ -239,3 +239,23 @@ def test_recovery_revises_a_slot_that_missed_its_last_unit(tmp_path):
     assert {m.body for m in env.delivered("T")} == {b"a", b"b"}  # at least once each
     env.close()
     assert list(check_timer_store(tmp_path)) == []
+
+
+def test_a_failed_delivery_put_is_retried_not_lost(tmp_path):
+    from rmqtool.errors import StoreError
+
+    env = open_env(tmp_path, Clock(T0))
+    env.send("T", b"a", TIMER_DELIVER_MS=str(T0 + 2500), UNIQ_KEY="A")
+    env.run()
+    real_put = env.store.put_messages
+
+    def failing(msgs):
+        raise StoreError("disk full")
+
+    env.store.put_messages = failing
+    assert env.run(T0 + 3000) == 0
+    assert env.timer.curr_read_time_ms == T0 + 2000  # the slot is still to do
+    env.store.put_messages = real_put
+    assert env.run(T0 + 3100) == 1
+    assert [m.body for m in env.delivered("T")] == [b"a"]
+    env.close()

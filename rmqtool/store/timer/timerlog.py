@@ -83,6 +83,8 @@ class TimerLog:
         self.wrote_position = 0
         self.flushed_where = 0
         self._dirty: set[int] = set()
+        self._batch: list[tuple[_File, int, bytearray]] | None = None
+        self._batch_start = 0
 
     # -- loading -------------------------------------------------------------------------------
     def load(self) -> None:
@@ -162,16 +164,43 @@ class TimerLog:
         in_file = self.wrote_position - f.from_offset
         if len(data) + _BLANK > self.file_size - in_file:
             remaining = self.file_size - in_file
-            os.pwrite(f.fd, TIMERLOG_BLANK.pack(remaining, 0, BLANK_MAGIC_CODE), in_file)
-            self._dirty.add(f.fd)
+            self._write(f, TIMERLOG_BLANK.pack(remaining, 0, BLANK_MAGIC_CODE), in_file)
             self.wrote_position = f.from_offset + self.file_size
             f = self._last_writable()
             in_file = 0
         pos = self.wrote_position
-        os.pwrite(f.fd, data, in_file)
-        self._dirty.add(f.fd)
+        self._write(f, data, in_file)
         self.wrote_position = pos + len(data)
         return pos
+
+    def _write(self, f: _File, data: bytes, in_file: int) -> None:
+        batch = self._batch
+        if batch is None:
+            os.pwrite(f.fd, data, in_file)
+            self._dirty.add(f.fd)
+            return
+        if batch and batch[-1][0] is f and batch[-1][1] + len(batch[-1][2]) == in_file:
+            batch[-1][2].extend(data)
+        else:
+            batch.append((f, in_file, bytearray(data)))
+
+    # A batch collects appended units in memory and writes them with one pwrite per file. The
+    # caller updates the wheel only after `commit_batch`, so the wheel never points past the log.
+    def begin_batch(self) -> None:
+        self._batch = []
+        self._batch_start = self.wrote_position
+
+    def commit_batch(self) -> None:
+        batch, self._batch = self._batch, None
+        for f, in_file, data in batch or ():
+            os.pwrite(f.fd, data, in_file)
+            self._dirty.add(f.fd)
+
+    def abort_batch(self) -> None:
+        """Forget the uncommitted units (files created meanwhile stay, zero-filled)."""
+        if self._batch is not None:
+            self._batch = None
+            self.wrote_position = self._batch_start
 
     def flush(self) -> None:
         for fd in self._dirty:

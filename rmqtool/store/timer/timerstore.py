@@ -370,26 +370,60 @@ class TimerMessageStore:
             units = cq.read_units(self.curr_queue_offset, 4096)
             if not units:
                 break
-            for phys, size, _tags in units:
-                self.curr_queue_offset += 1
-                if size <= 0 or size == 0x7FFFFFFF:
-                    continue
-                raw = read_bytes(phys, size)
-                if raw is None:
-                    continue  # enqueue_get_miss: the record is gone
-                fields = peek_timer_fields(raw)
-                if fields is None:
-                    continue
-                delayed, real_topic, is_delete = fields
-                if delayed < write_time:
-                    msg = self._look(phys, size)
-                    if msg is not None:
-                        done += self._enqueue_one(msg, now_ms)
-                else:
-                    self._do_enqueue_fast(phys, size, delayed, real_topic, is_delete)
+            start = self.curr_queue_offset
+            pending: dict[int, list[int]] = {}  # slot time -> [first, last, num, magic], applied after the log write
+            self.timer_log.begin_batch()
+            try:
+                for phys, size, _tags in units:
+                    raw = read_bytes(phys, size) if 0 < size != 0x7FFFFFFF else None
+                    fields = peek_timer_fields(raw) if raw is not None else None  # None: record gone
+                    if fields is not None:
+                        delayed, real_topic, is_delete = fields
+                        if delayed < write_time:
+                            msg = self._look(phys, size)
+                            if msg is not None:
+                                done += self._enqueue_one(msg, now_ms)
+                        else:
+                            self._enqueue_unit(phys, size, delayed, real_topic, is_delete, pending)
+                    self.curr_queue_offset += 1
+                self.timer_log.commit_batch()
+            except BaseException:
+                # nothing of this chunk reached the log or the wheel: the next run redoes it
+                self.timer_log.abort_batch()
+                self.curr_queue_offset = start
+                raise
+            wheel = self.timer_wheel
+            for slot_time, (first, last, num, smagic) in pending.items():
+                wheel.put_slot(slot_time, first, last, num, smagic)
             self.commit_queue_offset = self.curr_queue_offset
         self.commit_queue_offset = self.curr_queue_offset
         return done
+
+    def _enqueue_unit(self, offset_py: int, size_py: int, delayed_time: int, real_topic: str | None,
+                      is_delete: bool, pending: dict[int, list[int]]) -> None:
+        """`doEnqueue` inside a batch: the slot comes from `pending` when this batch touched it."""
+        write_time = self.curr_write_time_ms
+        if delayed_time - write_time >= self._window_ms:
+            delayed_time, _ = roll_target(delayed_time, write_time, self.timer_roll_window_slots, self.precision_ms)
+            magic = TIMER_MAGIC_DEFAULT | TIMER_MAGIC_ROLL
+        else:
+            magic = TIMER_MAGIC_DEFAULT
+        if is_delete:
+            magic |= TIMER_MAGIC_DELETE
+        slot_time = delayed_time // self.precision_ms * self.precision_ms
+        slot = pending.get(slot_time)
+        if slot is None:
+            t, first, last, num, smagic = self.timer_wheel.raw_slot_tuple(delayed_time)
+            slot = [first, last, num, smagic] if t == delayed_time // self.precision_ms else [-1, -1, 0, 0]
+            pending[slot_time] = slot
+        pos = self.timer_log.append(TIMERLOG_UNIT.pack(TIMERLOG_UNIT_SIZE, slot[1], magic, write_time,
+                                                       delayed_time - write_time, offset_py, size_py,
+                                                       java_string_hash(real_topic) if real_topic else 0, 0))
+        if slot[0] == -1:
+            slot[0] = pos
+        slot[1] = pos
+        slot[2] += -1 if is_delete else 1
+        self.enqueued += 1
 
     def _enqueue_via_get_message(self, now_ms: int) -> int:
         done = 0
@@ -433,28 +467,6 @@ class TimerMessageStore:
                                               size_py, java_string_hash(real_topic) if real_topic else 0))
         self.timer_wheel.put_slot(delayed_time, pos if slot.first_pos == -1 else slot.first_pos, pos,
                                   slot.num - 1 if is_delete else slot.num + 1, slot.magic)
-        self.enqueued += 1
-        return pos
-
-    def _do_enqueue_fast(self, offset_py: int, size_py: int, delayed_time: int, real_topic: str | None,
-                         is_delete: bool) -> int:
-        """`doEnqueue` on pre-parsed fields (same bytes as `do_enqueue`)."""
-        write_time = self.curr_write_time_ms
-        if delayed_time - write_time >= self._window_ms:
-            delayed_time, _ = roll_target(delayed_time, write_time, self.timer_roll_window_slots, self.precision_ms)
-            magic = TIMER_MAGIC_DEFAULT | TIMER_MAGIC_ROLL
-        else:
-            magic = TIMER_MAGIC_DEFAULT
-        if is_delete:
-            magic |= TIMER_MAGIC_DELETE
-        wheel = self.timer_wheel
-        t, first, last, num, smagic = wheel.raw_slot_tuple(delayed_time)
-        if t != delayed_time // self.precision_ms:
-            first, last, num, smagic = -1, -1, 0, 0
-        pos = self.timer_log.append(TIMERLOG_UNIT.pack(TIMERLOG_UNIT_SIZE, last, magic, write_time,
-                                                       delayed_time - write_time, offset_py, size_py,
-                                                       java_string_hash(real_topic) if real_topic else 0, 0))
-        wheel.put_slot(delayed_time, pos if first == -1 else first, pos, num - 1 if is_delete else num + 1, smagic)
         self.enqueued += 1
         return pos
 
@@ -647,9 +659,13 @@ class TimerMessageStore:
             if self._closed:
                 return 0
             self.maybe_move_write_time(now)
-            delivered = self.enqueue(now)
-            delivered += self.dequeue(now)
-            self.warm_next_slot(now)
+            delivered = 0
+            try:
+                delivered += self.enqueue(now)
+                delivered += self.dequeue(now)
+                self.warm_next_slot(now)
+            except RmqError as e:  # a put failed: the offsets did not move, the next run retries
+                log.warning("timer service: %s; will retry", e)
             self.prepare_timer_checkpoint()
             self.timer_checkpoint.write()
             if now - self._last_flush >= self.flush_interval_ms:
