@@ -29,7 +29,7 @@ from rmqtool.inspect.files import (
 )
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.model import Filters, Item
-from rmqtool.inspect.timercheck import WHEEL_SLOTS, iter_timerlog, iter_wheel_slots
+from rmqtool.inspect.timercheck import iter_timerlog, iter_wheel_slots
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT, StoreCheckpoint, TimerCheckpoint
 from rmqtool.layouts.commitlog import CommitLogBlank, CommitLogRecord
@@ -489,7 +489,6 @@ def dissect_timerwheel(path: Path, f: Filters, progress: Progress = None,
     finally:
         if reader is not None:
             reader.close()
-    _ = WHEEL_SLOTS
 
 
 # --- Checkpoints, configs -----------------------------------------------------------------------

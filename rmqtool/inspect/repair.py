@@ -33,7 +33,6 @@ from rmqtool.inspect.commitlog import ScanResult, scan_commitlog
 from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, first_nonzero, queue_files
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.timercheck import TimerLogEnd, iter_timerlog
-from rmqtool.layouts import properties as P
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT
 from rmqtool.layouts.constants import TIMER_TOPIC
 from rmqtool.layouts.message import Blank, RecordError, decode_record
@@ -386,7 +385,6 @@ def _rebuild_from_commitlog(root: Path, cfg: LayoutConfig, plan: Plan) -> None:
             index.close()
     if rebuild_cq:
         (root / "consumequeue").mkdir(exist_ok=True)
-    _ = (P, TIMER_TOPIC)
 
 
 def _index_name(root: Path, ms: int) -> str:

@@ -14,7 +14,7 @@ from rmqtool.errors import InvalidInput
 from rmqtool.inspect import derive
 from rmqtool.inspect.commitlog import CommitLogReader, ScanResult, scan_commitlog_parallel
 from rmqtool.inspect.configs import ConfigError, int_keyed, load_config
-from rmqtool.inspect.cq import BLANK_SIZE, CqEnd, QueueRange, iter_units, queue_dirs
+from rmqtool.inspect.cq import CqEnd, QueueRange, iter_units, queue_dirs
 from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, queue_files, relpath
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.problems import Problem
@@ -351,4 +351,3 @@ def check_configs(root: Path, st: VerifyState) -> Iterator[Problem]:
                                   f"[{rng.min_offset}, {rng.max_offset}]")
 
 
-_ = BLANK_SIZE
