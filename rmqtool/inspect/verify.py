@@ -44,7 +44,7 @@ class VerifyState:
 
 
 def check_store(root: Path, *, check_crc: bool = True, state: VerifyState | None = None,
-                progress: Callable[[int], None] | None = None) -> Iterator[Problem]:
+                progress: Callable[[int], None] | None = None, jobs: int | None = None) -> Iterator[Problem]:
     root = Path(root)
     if not root.is_dir():
         raise InvalidInput(f"{root}: not a directory")
@@ -54,7 +54,7 @@ def check_store(root: Path, *, check_crc: bool = True, state: VerifyState | None
     st.cfg = st.cfg or load_layout_config(root)
     files = queue_files(root / "commitlog")
     yield from _check_names(root / "commitlog", root)
-    yield from scan_commitlog_parallel(files, root, check_crc=check_crc, result=st.scan, progress=progress,
+    yield from scan_commitlog_parallel(files, root, check_crc=check_crc, result=st.scan, progress=progress, jobs=jobs,
                               file_size=st.cfg.commitlog_file_size if "commitlog_file_size" in st.cfg.from_conf
                               else None)
     st.files_checked += len(files)
