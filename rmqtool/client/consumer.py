@@ -459,7 +459,7 @@ class ConsumerImpl:
         batches = [msgs[i : i + self.consume_batch] for i in range(0, len(msgs), self.consume_batch)]
         # One executor call per group of listener calls: a thread hop per message would cost more than
         # the work in Python. Groups still spread a pull over the consume threads (--concurrency).
-        groups = max(1, min(self.consume_thread_nums, len(batches) // 4 or 1))
+        groups = max(1, min(self.consume_thread_nums, len(batches) // 8 or 1))
         size = -(-len(batches) // groups)
         for i in range(0, len(batches), size):
             self._spawn(self._consume_concurrently(mq, pq, batches[i : i + size]))
