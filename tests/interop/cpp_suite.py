@@ -263,14 +263,18 @@ def retry() -> None:
     c = push_consumer(f"cpp_cg_retry_{RUN}", topic, f"retry_{RUN}", handler)
     c.start()
     deadline = time.time() + 60 * WAIT_SCALE
-    while seen.count["fail#0"] < 2 and time.time() < deadline:
+    while time.time() < deadline and not (seen.count["ok#0"] and 1 in [rt for key, rt in seen.reconsume
+                                                                        if key == "fail#0"]):
         time.sleep(0.1)
     time.sleep(2 * WAIT_SCALE)
     stop(c)
     attempts = [rt for key, rt in seen.reconsume if key == "fail#0"]
     bad = []
-    if attempts != [0, 1]:
-        bad.append(f"failing handler saw reconsumeTimes {attempts}, expected [0, 1]")
+    # The broker's redelivery comes with reconsumeTimes 1 and is consumed (the handler succeeds
+    # then). Before it, the client may retry locally with reconsumeTimes 0 when its send-back
+    # failed (client-cpp does on a loaded machine): such extra zeros are allowed, nothing else.
+    if not attempts or attempts[-1] != 1 or any(a != 0 for a in attempts[:-1]):
+        bad.append(f"failing handler saw reconsumeTimes {attempts}, expected [0, ..., 0, 1]")
     if seen.count["ok#0"] != 1:
         bad.append(f"ok message arrived {seen.count['ok#0']} times")
     if seen.damaged:
