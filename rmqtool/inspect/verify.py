@@ -6,6 +6,8 @@ TimerLog, timer wheel, checkpoints, configs. Everything is read-only.
 
 from __future__ import annotations
 
+import array
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,13 +216,17 @@ def check_index_file(path: Path, rel: str, reader: CommitLogReader | None, scan:
         if b_ts > e_ts or b_phy > e_phy:
             yield Problem(rel, 0, "index-header-bad",
                           f"begin after end (timestamps {b_ts}..{e_ts}, offsets {b_phy}..{e_phy})")
-        for slot in range(min(cfg.hash_slot_num, (size - INDEX_HEADER_SIZE) // INDEX_SLOT_SIZE)):
-            spos = INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE
-            v = int.from_bytes(buf[spos : spos + 4], "big", signed=True)
-            if v < 0 or v >= count:
-                if v != 0:
-                    yield Problem(rel, spos, "index-entry-bad", f"slot {slot} points at entry {v}, "
-                                  f"outside 1..{count - 1}")
+        nslots = min(cfg.hash_slot_num, (size - INDEX_HEADER_SIZE) // INDEX_SLOT_SIZE)
+        slots = array.array("i", bytes(buf[INDEX_HEADER_SIZE : INDEX_HEADER_SIZE + nslots * INDEX_SLOT_SIZE]))
+        if sys.byteorder == "little":
+            slots.byteswap()
+        # min/max run in C over the 5M default slots; the Python loop only runs on damage
+        if slots and (min(slots) < 0 or max(slots) >= count):
+            for slot, v in enumerate(slots):
+                if (v < 0 or v >= count) and v != 0:
+                    yield Problem(rel, INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE, "index-entry-bad",
+                                  f"slot {slot} points at entry {v}, outside 1..{count - 1}")
+        del slots
         key_cache: dict[int, set[int] | None] = {}
         past_end: tuple[int, int, int] | None = None
         past_count = 0
