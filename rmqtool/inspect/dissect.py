@@ -316,12 +316,19 @@ def dissect_index(path: Path, f: Filters, progress: Progress = None, cfg: Layout
     root, relroot = _root_and_rel(path)
     cfg = cfg or load_layout_config(root)
     reader = CommitLogReader(queue_files(root / "commitlog")) if root is not None and f.follow else None
-    want_hash = None
+    want_hashes: set[int] | None = None
     if f.key is not None or f.msg_id is not None:
         k = f.key if f.key is not None else f.msg_id
         assert k is not None
-        key = k if "#" in k or f.topic is None else f"{f.topic}#{k}"
-        want_hash = derive.key_hash(key)
+        if "#" in k:
+            keys = [k]
+        elif f.topic is not None:
+            keys = [f"{f.topic}#{k}"]
+        else:  # index keys are TOPIC#KEY: try every topic the store has queues for
+            topics = sorted(d.name for d in (root / "consumequeue").iterdir() if d.is_dir()) if (
+                root is not None and (root / "consumequeue").is_dir()) else []
+            keys = [f"{t}#{k}" for t in topics] or [k]
+        want_hashes = {derive.key_hash(key) for key in keys}
     try:
         for p in _index_files(path):
             rel = relpath(p, relroot)
@@ -338,25 +345,28 @@ def dissect_index(path: Path, f: Filters, progress: Progress = None, cfg: Layout
                     "hashSlotNum": cfg.hash_slot_num, "indexNum": cfg.index_num})
                 if f.raw:
                     header.raw, header.layout = bytes(buf[:INDEX_HEADER_SIZE]), IndexHeader
-                if want_hash is None and f.offset is None:
+                if want_hashes is None and f.offset is None:
                     yield header
                 count = max(1, count)
                 entries_at = INDEX_HEADER_SIZE + cfg.hash_slot_num * INDEX_SLOT_SIZE
                 count = min(count, max(1, (size - entries_at) // INDEX_ENTRY_SIZE))
-                if want_hash is not None:
-                    spos = INDEX_HEADER_SIZE + (want_hash % cfg.hash_slot_num) * INDEX_SLOT_SIZE
-                    n = int.from_bytes(buf[spos : spos + 4], "big", signed=True) if spos + 4 <= size else 0
+                if want_hashes is not None:
                     numbers: list[int] = []
-                    while 0 < n < count and len(numbers) < count:
-                        numbers.append(n)
-                        n = INDEX_ENTRY.unpack_from(buf, entries_at + n * INDEX_ENTRY_SIZE)[3]
-                    order = numbers
+                    for wh in sorted(want_hashes):
+                        spos = INDEX_HEADER_SIZE + (wh % cfg.hash_slot_num) * INDEX_SLOT_SIZE
+                        n = int.from_bytes(buf[spos : spos + 4], "big", signed=True) if spos + 4 <= size else 0
+                        walked = 0
+                        while 0 < n < count and walked < count:
+                            numbers.append(n)
+                            walked += 1
+                            n = INDEX_ENTRY.unpack_from(buf, entries_at + n * INDEX_ENTRY_SIZE)[3]
+                    order = sorted(set(numbers), reverse=True)
                 else:
                     order = range(max(1, f.offset or 1), count)
                 for n in order:
                     epos = entries_at + n * INDEX_ENTRY_SIZE
                     h, phy, diff, prev = INDEX_ENTRY.unpack_from(buf, epos)
-                    if want_hash is not None and h != want_hash:
+                    if want_hashes is not None and h not in want_hashes:
                         continue
                     ts = b_ts + diff * 1000
                     if not f.in_window(ts):
