@@ -5,6 +5,12 @@ For 128 B, 1 KiB and 4 KiB bodies: put_message (1 and 16 sender threads) and put
 and the ratio to writing the same number of bytes with plain sequential writes + one fsync.
 
     python benchmarks/append.py [--seconds 2] [--dir DIR]
+
+With `--open N[,N...]` it instead times MessageStore.open on a store of N messages (1 KiB bodies)
+after kill -9 of the writer (abnormal recovery) and after a clean close, against reading every
+CommitLog byte once in the same run.
+
+    python benchmarks/append.py --open 100000,1000000
 """
 
 from __future__ import annotations
@@ -12,6 +18,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -78,14 +87,83 @@ def run_case(root: Path, body_size: int, flush: str, threads: int, batch: int, s
     return sum(counts), nbytes, dt
 
 
+_WRITER = """
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from benchmarks_append import message
+from rmqtool.store.messagestore import MessageStore
+store = MessageStore.open(Path(sys.argv[1]))
+body = os.urandom(1024)
+n = int(sys.argv[2])
+for i in range(0, n, 256):
+    store.put_messages([message(i + k, body) for k in range(min(256, n - i))])
+store.flush()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def build_killed(root: Path, n: int) -> None:
+    """Write `n` messages in a child process and kill -9 it: `abort` stays, as after a crash."""
+    here = Path(__file__).resolve().parent
+    shim = root.parent / "benchmarks_append.py"
+    shutil.copy(Path(__file__), shim)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(here.parent), os.environ.get("PYTHONPATH", "")]))
+    child = subprocess.Popen([sys.executable, "-c", _WRITER, str(root), str(n), str(root.parent)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+    assert child.stdout is not None
+    if child.stdout.readline().strip() != "ready":
+        raise SystemExit("writer failed")
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    shim.unlink()
+
+
+def read_all(root: Path, nbytes: int) -> float:
+    """Seconds to read the first `nbytes` CommitLog bytes once (the reference)."""
+    t = time.perf_counter()
+    for f in sorted((root / "commitlog").iterdir()):
+        with open(f, "rb") as fh:
+            while nbytes > 0 and fh.read(min(nbytes, 1 << 20)):
+                nbytes -= 1 << 20
+    return time.perf_counter() - t
+
+
+def timed_open(root: Path) -> tuple[float, int]:
+    t = time.perf_counter()
+    store = MessageStore.open(root)
+    dt = time.perf_counter() - t
+    end = store.max_phy_offset
+    store.close()
+    return dt, end
+
+
+def open_main(base: Path, counts: list[int]) -> None:
+    print(f"{'case':40} {'open s':>8} {'read-all s':>10} {'ratio':>6}")
+    for n in counts:
+        root = base / f"store{n}"
+        build_killed(root, n)
+        dt, end = timed_open(root)  # abnormal recovery; closes cleanly
+        ref = read_all(root, end)
+        print(f"{f'{n} msgs 1KiB open after kill -9':40} {dt:8.2f} {ref:10.2f} {dt / ref:6.2f}", flush=True)
+        dt, _ = timed_open(root)
+        print(f"{f'{n} msgs 1KiB open after clean close':40} {dt:8.2f} {ref:10.2f} {dt / ref:6.2f}", flush=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=2.0, help="duration of each case")
     ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
     ap.add_argument("--sizes", default="128,1024,4096")
+    ap.add_argument("--open", default=None, help="message counts: time store open instead of appends")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(dir=args.dir, prefix="rmq-bench-"))
     try:
+        if args.open:
+            open_main(base, [int(n) for n in args.open.split(",")])
+            return
         print(f"{'case':44} {'msg/s':>10} {'MB/s':>8} {'plain MB/s':>10} {'ratio':>6}")
         for size in (int(s) for s in args.sizes.split(",")):
             for flush, threads, batch in [("ASYNC_FLUSH", 1, 1), ("ASYNC_FLUSH", 16, 1), ("ASYNC_FLUSH", 1, 128),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +18,9 @@ from rmqtool.layouts.constants import (
     BLANK_MAGIC_CODE,
     BORNHOST_V6_FLAG,
     END_FILE_MIN_BLANK_LENGTH,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_TYPE_MASK,
@@ -28,6 +32,71 @@ _Q = struct.Struct(">q")
 _BLANK = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
 _pack_q = _Q.pack_into
+_HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp (48 bytes)
+_unpack_head = _HEAD.unpack_from
+_unpack_mid = struct.Struct(">iqi").unpack_from  # reconsumeTimes, preparedTransactionOffset, bodyLength
+_unpack_i16 = struct.Struct(">h").unpack_from
+_unpack_i8 = struct.Struct(">b").unpack_from
+_crc32 = zlib.crc32
+_BLANK_RESULT = -1
+_BAD_RESULT = -2
+
+# (offset, topic, queue_id, queue_offset, sys_flag, total_size) -> decode and dispatch this record?
+NeedsDispatch = Callable[[int, str, int, int, int, int], bool]
+
+
+def check_record_fast(mv: memoryview, pos: int, end: int, check_crc: bool) -> tuple[int, int, int, int, int, int]:
+    """`checkMessageAndReturnSize` without building a MessageExt: the same checks as `decode_record`.
+
+    Returns (total_size, topic_pos, topic_len, queue_id, queue_offset, sys_flag); total_size is
+    `_BLANK_RESULT` at an end-of-file blank and `_BAD_RESULT` for anything decode_record rejects.
+    The body CRC is computed on a memoryview slice, so nothing is copied.
+    """
+    bad = (_BAD_RESULT, 0, 0, 0, 0, 0)
+    if end - pos < 8:
+        return bad
+    try:
+        (total, magic, crc, queue_id, _flag, queue_offset, _phys, sys_flag, _born) = _unpack_head(mv, pos)
+    except struct.error:
+        if end - pos >= 8 and _BLANK.unpack_from(mv, pos)[1] == BLANK_MAGIC_CODE:
+            return (_BLANK_RESULT, 0, 0, 0, 0, 0)
+        return bad
+    if magic == BLANK_MAGIC_CODE:
+        return (_BLANK_RESULT, 0, 0, 0, 0, 0)
+    if (magic != MESSAGE_MAGIC_CODE and magic != MESSAGE_MAGIC_CODE_V2) or total < 91 or total > end - pos:
+        return bad
+    rec_end = pos + total
+    p = pos + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8) + 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
+    if p + 16 > rec_end:
+        return bad
+    body_len = _unpack_mid(mv, p)[2]
+    p += 16
+    if body_len < 0 or p + body_len > rec_end:
+        return bad
+    if check_crc and _crc32(mv[p : p + body_len]) & 0x7FFFFFFF != crc:
+        return bad
+    p += body_len
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        if p + 2 > rec_end:
+            return bad
+        topic_len = _unpack_i16(mv, p)[0]
+        p += 2
+    else:
+        if p + 1 > rec_end:
+            return bad
+        topic_len = _unpack_i8(mv, p)[0]
+        p += 1
+    if topic_len < 0 or p + topic_len > rec_end:
+        return bad
+    topic_pos = p
+    p += topic_len
+    if p + 2 > rec_end:
+        return bad
+    props_len = _unpack_i16(mv, p)[0]
+    p += 2
+    if props_len < 0 or p + props_len != rec_end:
+        return bad
+    return (total, topic_pos, topic_len, queue_id, queue_offset, sys_flag)
 
 
 class CommitLog:
@@ -147,12 +216,15 @@ class CommitLog:
             offset += msg.total_size
 
     # -- recovery ---------------------------------------------------------------------------------
-    def scan_valid(self, start: int, *, check_crc: bool, on_record: Callable[[MessageExt], None] | None) -> int:
+    def scan_valid(self, start: int, *, check_crc: bool, on_record: Callable[[MessageExt], None] | None,
+                   needs_dispatch: NeedsDispatch | None = None) -> int:
         """Check every record from `start` as `checkMessageAndReturnSize`; returns processOffset.
 
         Files are read in full (their write positions are not known yet). The scan stops at
         the first record that fails (bad magic, CRC, size, truncation, or the zero tail);
-        a blank moves on to the next file if there is one.
+        a blank moves on to the next file if there is one. Records are checked with
+        `check_record_fast`; only those `needs_dispatch` accepts (all, without it) are decoded
+        (body not copied) and handed to `on_record`.
         """
         files = self.mfq.files
         if not files:
@@ -162,26 +234,33 @@ class CommitLog:
         if mf is None:
             return files[0].from_offset
         idx = files.index(mf)
+        file_size = self.file_size
         while True:
-            pos = offset - mf.from_offset
+            base = mf.from_offset
+            mv = memoryview(mf.mm)
             try:
-                msg = decode_record(mf.mm, pos, self.file_size, check_crc=check_crc)
-            except Blank:
+                pos = offset - base
+                while True:
+                    total, topic_pos, topic_len, queue_id, queue_offset, sys_flag = check_record_fast(
+                        mv, pos, file_size, check_crc)
+                    if total < 0:
+                        break
+                    if on_record is not None:
+                        topic = str(mv[topic_pos : topic_pos + topic_len], "utf-8", "replace")
+                        if needs_dispatch is None or needs_dispatch(base + pos, topic, queue_id, queue_offset,
+                                                                    sys_flag, total):
+                            on_record(decode_record(mv, pos, file_size, check_crc=False, read_body=False))
+                    pos += total
+                    if pos >= file_size:
+                        break
+            finally:
+                mv.release()
+            if total == _BAD_RESULT:
+                return base + pos
+            if total == _BLANK_RESULT or pos >= file_size:
                 if idx + 1 >= len(files):
-                    # the blank closes the last file: the stream ends at the file boundary
-                    return mf.from_offset + self.file_size
-                idx += 1
-                mf = files[idx]
-                offset = mf.from_offset
-                continue
-            except RecordError:
-                return offset
-            if on_record is not None:
-                on_record(msg)
-            offset += msg.total_size
-            if offset >= mf.from_offset + self.file_size:
-                if idx + 1 >= len(files):
-                    return offset
+                    # a blank closes the last file: the stream ends at the file boundary
+                    return base + file_size if total == _BLANK_RESULT else base + pos
                 idx += 1
                 mf = files[idx]
                 offset = mf.from_offset

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +21,15 @@ from pathlib import Path
 
 from rmqtool.errors import InvalidMessage, StoreError
 from rmqtool.layouts import properties as P
-from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH
+from rmqtool.layouts.constants import (
+    MAX_PROPERTIES_LENGTH,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record, encode_record
 from rmqtool.layouts.msgid import create_offset_msg_id
 from rmqtool.layouts.net import Host
@@ -167,7 +176,14 @@ class MessageStore:
             if not self.read_only:
                 self.cqs.truncate_dirty(0)
             return
-        if self.last_exit_ok:
+        needs_dispatch = None
+        if self.last_exit_ok and self._cq_end_verified(max_phy_in_cq):
+            # clean shutdown: everything up to the newest CQ unit was dispatched before `abort`
+            # was removed, so only what lies beyond it (records without CQ units, e.g. PREPARED
+            # transaction halves) is scanned and dispatched, as 5.3.2+ does
+            start = max_phy_in_cq
+            dispatch_from = max_phy_in_cq
+        elif self.last_exit_ok:
             start = cl.recover_start_normal()
             if max_phy_in_cq < 0:
                 start = files[0].from_offset
@@ -186,6 +202,7 @@ class MessageStore:
                 min_ts = min(min_ts, max(0, cp.index_msg_timestamp - 3000))
             start = cl.recover_start_abnormal(min_ts)
             dispatch_from = start
+            needs_dispatch = self._needs_redispatch
         on_record = None
         if not self.read_only:
             dispatcher, levels = self.dispatcher, self.delay_levels_ms
@@ -194,7 +211,8 @@ class MessageStore:
                 if msg.commit_log_offset >= dispatch_from:
                     dispatcher.dispatch(request_from_message(msg, levels))
 
-        process = cl.scan_valid(start, check_crc=self.config.check_crc_on_recover, on_record=on_record)
+        process = cl.scan_valid(start, check_crc=self.config.check_crc_on_recover, on_record=on_record,
+                                needs_dispatch=needs_dispatch)
         cl.truncate(process)
         self.cqs.truncate_dirty(process)
         cl.topic_queue_table = self.cqs.queue_offset_table()
@@ -203,6 +221,42 @@ class MessageStore:
             last = cl.mfq.files[-1]
             ts = cl.first_record_timestamp(last)
             cl.last_store_timestamp = ts or 0
+
+    def _cq_end_verified(self, max_phy_in_cq: int) -> bool:
+        """Does the newest CQ unit point at a real record (magic and size)? Else distrust the CQs."""
+        if max_phy_in_cq < 0:
+            return False
+        for cq in self.cqs.queues.values():
+            if cq.max_physic_offset != max_phy_in_cq:
+                continue
+            unit = cq.get_unit(cq.max_offset_in_queue - 1)
+            if unit is None or unit[0] + unit[1] != max_phy_in_cq:
+                return False
+            head = self.commitlog.read_bytes(unit[0], 8) if unit[1] >= 8 else None
+            if head is None:
+                mf = self.commitlog.mfq.find(unit[0])
+                if mf is None or unit[0] - mf.from_offset + unit[1] > self.commitlog.file_size:
+                    return False
+                pos = unit[0] - mf.from_offset
+                head = mf.mm[pos : pos + 8]
+            size, magic = struct.unpack(">ii", head)
+            return size == unit[1] and magic in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+        return False
+
+    def _needs_redispatch(self, offset: int, topic: str, queue_id: int, queue_offset: int, sys_flag: int,
+                          total: int) -> bool:
+        """Abnormal recovery: skip decoding records whose CQ unit and index entries already exist."""
+        tran = sys_flag & TRANSACTION_TYPE_MASK
+        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+            cq = self.cqs.queues.get((topic, queue_id))
+            if cq is None or offset + total > cq.max_physic_offset:
+                return True
+        index = self.index
+        if index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+            last = index.files[-1] if index.files else None
+            if last is None or last.index_count >= last.index_num or offset >= last.end_phy_offset:
+                return True
+        return False
 
     def close(self) -> None:
         """Clean shutdown: flush everything, write the checkpoint, remove `abort`, release `lock`."""
