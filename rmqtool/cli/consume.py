@@ -232,13 +232,12 @@ def consume(
 def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, count: int | None,
                       timeout: float | None, follow: bool, commit: bool, exec_cmd: str | None,
                       max_reconsume_times: int, out: Output) -> None:
-    from rmqtool.store.config import StoreConfig
     from rmqtool.store.local import LocalBroker, SubscriptionData
 
     if not root.is_dir():
         raise StoreError(f"no store at {root}" if not root.exists() else f"store path {root} is not a directory")
     deadline = None if timeout is None else time.monotonic() + timeout
-    with LocalBroker.open(root, StoreConfig(store_path_root_dir=root)) as broker:
+    with LocalBroker.open(root, common.store_config(root)) as broker:
         retry_topic = RETRY_GROUP_TOPIC_PREFIX + group
         subs = {topic: sub, retry_topic: SubscriptionData(retry_topic)}
         positions: dict[tuple[str, int], int] = {}

@@ -58,7 +58,9 @@ for _name in COMMANDS:
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        # non-standalone click returns typer.Exit's code instead of raising it
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except RmqError as e:
         if _debug:
             raise

@@ -33,6 +33,7 @@ RESERVED_PROPERTIES = frozenset({
     P.TIMER_DEQUEUE_MS, P.TIMER_ROLL_TIMES, P.TIMER_DEL_UNIQKEY, P.TRANSACTION_ID, P.INNER_NUM, P.INNER_BASE,
     P.SHARDING_KEY,
 })
+STORE_CHUNK = 256  # messages per store call when sending stdin lines one by one
 RESULT_COLUMNS = ["status", "msgId", "offsetMsgId", "topic", "queueId", "queueOffset"]
 
 
@@ -172,12 +173,11 @@ def send(
 
 def _send_embedded(root: Any, msgs: list[MessageExt], *, batch: int, queue: int | None,
                    sharding_key: str | None, flush: str | None) -> list[dict[str, Any]]:
-    from rmqtool.store.config import StoreConfig
     from rmqtool.store.local import LocalBroker, select_queue_by_hash
     from rmqtool.store.topics import TopicConfigManager
 
     common.check_store_path(root)
-    config = StoreConfig(store_path_root_dir=root)
+    config = common.store_config(root)
     if queue is not None:
         # refuse an out-of-range queue before the store is opened (or created)
         topics = TopicConfigManager(root / "config", default_topic_queue_nums=config.default_topic_queue_nums)
@@ -208,11 +208,19 @@ def _send_embedded(root: Any, msgs: list[MessageExt], *, batch: int, queue: int 
         for chunk in groups:  # everything is checked before the first write
             for m in chunk:
                 broker.check(m)
-        for chunk in groups:
-            qid = chunk[0].queue_id
-            puts = broker.send_batch(chunk) if len(chunk) > 1 else [broker.send(chunk[0])]
-            for r in puts:
-                results.append(_result(r, topic, qid))
+        if batch > 1:
+            for chunk in groups:
+                qid = chunk[0].queue_id
+                for r in broker.send_batch(chunk, checked=True):
+                    results.append(_result(r, topic, qid))
+        else:
+            # separate messages, but handed to the store many at a time (one lock, one flush wait)
+            for i in range(0, len(msgs), STORE_CHUNK):
+                chunk = msgs[i:i + STORE_CHUNK]
+                qids = [m.queue_id for m in chunk]
+                puts = broker.send_batch(chunk, checked=True)
+                for r, qid in zip(puts, qids, strict=True):
+                    results.append(_result(r, topic, qid))
     return results
 
 

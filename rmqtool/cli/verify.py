@@ -17,6 +17,8 @@ from rmqtool.inspect.verify import VerifyState, check_store
 def verify(
     store: Path = typer.Argument(None, help="The store root (default: --store / RMQ_STORE / ~/store)."),
     no_crc: bool = typer.Option(False, "--no-crc", help="Skip body CRCs (as ReputMessageService does)."),
+    jobs: int = typer.Option(None, "--jobs", "-j", help="Processes for the CommitLog scan (default: the CPU "
+                             "count; logs under 64 MiB are scanned in one)."),
     store_opt: Path = typer.Option(None, "--store", envvar="RMQ_STORE", help="Store root used when STORE is absent."),
 ) -> None:
     """Check a store directory as a broker's recovery would, and more.
@@ -33,7 +35,7 @@ def verify(
     kinds: dict[str, int] = {}
     total = sum(p.stat().st_size for p in (root / "commitlog").iterdir()) if (root / "commitlog").is_dir() else 0
     with progress_bar(total) as progress:
-        for p in check_store(root, check_crc=not no_crc, state=st, progress=progress):
+        for p in check_store(root, check_crc=not no_crc, state=st, progress=progress, jobs=jobs):
             n += 1
             kinds[p.kind] = kinds.get(p.kind, 0) + 1
             sys.stdout.write(dumps(p.to_json()) + "\n")

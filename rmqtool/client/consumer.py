@@ -131,6 +131,7 @@ class ConsumerImpl:
         self.consumed = 0
         self.sent_back = 0
         self.rebalance_count = 0  # finished rebalance rounds (the CLI waits for the first)
+        self._listener_seconds = 0.002  # moving average of one listener call (slow until seen fast)
         if message_model == BROADCASTING:
             base = offset_store_dir or default_local_offset_dir()
             self.offset_store: OffsetStore = LocalFileOffsetStore(base / instance.client_id / group / "offsets.json")
@@ -457,9 +458,10 @@ class ConsumerImpl:
             pq.wakeup.set()  # type: ignore[attr-defined]
             return
         batches = [msgs[i : i + self.consume_batch] for i in range(0, len(msgs), self.consume_batch)]
-        # One executor call per group of listener calls: a thread hop per message would cost more than
-        # the work in Python. Groups still spread a pull over the consume threads (--concurrency).
-        groups = max(1, min(self.consume_thread_nums, len(batches) // 4 or 1))
+        # A thread hop per listener call costs more than a fast listener's work in Python (GIL), so a
+        # fast listener gets a pull's messages in one executor call; a slow one (I/O, --exec) gets them
+        # spread over the consume threads, as ConsumeMessageConcurrentlyService does.
+        groups = 1 if self._listener_seconds < 0.001 else min(self.consume_thread_nums, len(batches))
         size = -(-len(batches) // groups)
         for i in range(0, len(batches), size):
             self._spawn(self._consume_concurrently(mq, pq, batches[i : i + size]))
@@ -482,7 +484,9 @@ class ConsumerImpl:
         out = []
         for msgs in batches:
             ctx.delay_level_when_next_consume = 0
+            t0 = time.perf_counter()
             status = self._call_listener(msgs, ctx)
+            self._listener_seconds = 0.8 * self._listener_seconds + 0.2 * (time.perf_counter() - t0)
             out.append((msgs, status, ctx.delay_level_when_next_consume))
             if status == "STOP":
                 break

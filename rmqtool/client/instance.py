@@ -260,8 +260,15 @@ class ClientInstance:
 
     def set_route(self, topic: str, route: TopicRouteData) -> None:
         self.routes[topic] = route
+        new_broker = False
         for name, addrs in broker_addr_table(route).items():
+            new_broker |= self.broker_addrs.get(name) != addrs
             self.broker_addrs[name] = addrs
+        if new_broker and self.loop is not None and self.in_loop():
+            # a broker we have not greeted yet: heartbeat now, so it can call us back (transaction
+            # checks, consumer notifications) without waiting for the 30 s round
+            self._tasks = [t for t in self._tasks if not t.done()]
+            self._tasks.append(asyncio.ensure_future(self.send_heartbeat_to_all_brokers()))
         for p in self.producers.values():
             p.on_route(topic, route)
         for c in self.consumers.values():

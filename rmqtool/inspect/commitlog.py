@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqtool.errors import StoreError
-from rmqtool.inspect.files import QueueFile, ReadOnlyFile, first_nonzero, relpath
+from rmqtool.inspect.files import QueueFile, ReadOnlyFile, relpath
 from rmqtool.inspect.problems import Problem
 from rmqtool.layouts.constants import (
     BLANK_MAGIC_CODE,
@@ -160,7 +160,7 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                                 pos = rec_end
                                 continue
                 if end - pos < 8:
-                    if pos < end and first_nonzero(buf, pos, end) >= 0:
+                    if pos < end and rof.first_nonzero(pos, end) >= 0:
                         yield Problem(rel, pos, "torn-tail", f"{end - pos} trailing bytes hold no record")
                     if not last_file and pos < end:
                         yield Problem(rel, pos, "missing-blank", "file ends without a blank marker")
@@ -174,7 +174,7 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                     if total != end - pos:
                         yield Problem(rel, pos, "blank-size-mismatch",
                                       f"blank says {total} bytes to the end of the file, there are {end - pos}")
-                    nz = first_nonzero(buf, pos + END_FILE_MIN_BLANK_LENGTH, end)
+                    nz = rof.first_nonzero(pos + END_FILE_MIN_BLANK_LENGTH, end)
                     if nz >= 0:
                         yield Problem(rel, nz, "nonzero-after-blank",
                                       "non-zero bytes after the end-of-file blank")
@@ -185,7 +185,7 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                     # the zero tail: end of the data in this file (a live broker's moving tail)
                     if not stopped:
                         res.end_offset = base + pos
-                    nz = first_nonzero(buf, pos, end)
+                    nz = rof.first_nonzero(pos, end)
                     if nz >= 0:
                         yield Problem(rel, nz, "nonzero-after-blank",
                                       f"non-zero bytes after the end of the data at {pos}; recovery drops them")
@@ -229,7 +229,7 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                     kind, detail = (err.kind, err.detail) if err else ("size-mismatch", "record does not add up")
                     claimed = total if _MIN_RECORD <= total <= end - pos else end - pos
                     torn = kind == "truncated" or (
-                        last_file and first_nonzero(buf, pos + max(claimed - 4, 8), end) < 0)
+                        last_file and rof.first_nonzero(pos + max(claimed - 4, 8), end) < 0)
                     if kind == "truncated" or kind == "bad-size":
                         kind = "torn-tail" if torn else "size-mismatch"
                     elif torn and kind != "bad-magic":

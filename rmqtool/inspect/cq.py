@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmqtool.inspect.files import QueueFile, ReadOnlyFile, first_nonzero, queue_files
+from rmqtool.inspect.files import QueueFile, ReadOnlyFile, queue_files
 from rmqtool.layouts.constants import CQ_STORE_UNIT_SIZE
 from rmqtool.layouts.consumequeue import CQ_UNIT
 
@@ -52,8 +52,8 @@ def iter_units(files: list[QueueFile], end: CqEnd | None = None) -> Iterator[CqE
                 if off < 0 or sz <= 0:
                     if end is not None:
                         end.file, end.pos = qf, pos
-                        end.trailing_nonzero = first_nonzero(buf, pos + CQ_STORE_UNIT_SIZE, size) if (
-                            off != 0 or sz != 0 or tags != 0) else first_nonzero(buf, pos, size)
+                        end.trailing_nonzero = rof.first_nonzero(pos + CQ_STORE_UNIT_SIZE) if (
+                            off != 0 or sz != 0 or tags != 0) else rof.first_nonzero(pos)
                     return
                 yield CqEntry(qf, pos, (qf.base + pos) // CQ_STORE_UNIT_SIZE, off, sz, tags)
                 pos += CQ_STORE_UNIT_SIZE

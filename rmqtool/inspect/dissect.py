@@ -29,7 +29,7 @@ from rmqtool.inspect.files import (
 )
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.model import Filters, Item
-from rmqtool.inspect.timercheck import WHEEL_SLOTS, iter_timerlog, iter_wheel_slots
+from rmqtool.inspect.timercheck import iter_timerlog, iter_wheel_slots
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT, StoreCheckpoint, TimerCheckpoint
 from rmqtool.layouts.commitlog import CommitLogBlank, CommitLogRecord
@@ -200,13 +200,14 @@ def _commitlog_file(qf: QueueFile, rof: ReadOnlyFile, rel: str, f: Filters) -> I
         and f.msg_id is None and f.tag is None
     fast = not f.raw and not f.follow and (want_all or f.msg_id is None and f.key is None and f.tag is None)
     base = qf.base
+    where = (rel.rsplit("/", 1)[-1], rel)
     while pos + 8 <= end:
         if fast:
-            r = fast_message_fields(buf, pos, end, f.body_hex)
+            r = fast_message_fields(buf, pos, end, f.body_hex, where)
             if r is not None:
                 total, d = r
                 if (f.offset is None or base + pos >= f.offset) and (want_all or _fields_match(d, f)):
-                    yield Item("message", rel, pos, d)
+                    yield Item("message", rel, pos, d, complete=True)
                 pos += total
                 continue
         try:
@@ -488,7 +489,6 @@ def dissect_timerwheel(path: Path, f: Filters, progress: Progress = None,
     finally:
         if reader is not None:
             reader.close()
-    _ = WHEEL_SLOTS
 
 
 # --- Checkpoints, configs -----------------------------------------------------------------------

@@ -43,8 +43,12 @@ def _props(text: str) -> dict[str, str]:
     return {k: v for k, sep, v in (seg.partition("\x01") for seg in text.split("\x02")) if sep and k and v}
 
 
-def fast_message_fields(buf, pos: int, end: int, body_hex: bool = False) -> tuple[int, dict[str, Any]] | None:
-    """(totalSize, fields) of a sound, uncompressed record at `pos`, else None."""
+def fast_message_fields(buf, pos: int, end: int, body_hex: bool = False,
+                        where: tuple[str, str] | None = None) -> tuple[int, dict[str, Any]] | None:
+    """(totalSize, fields) of a sound, uncompressed record at `pos`, else None.
+
+    With `where=(file, path)` the fields start with file, path and pos, ready to print.
+    """
     if end - pos < 91:
         return None
     total, magic, crc, qid, flag, qoff, phys, sysflag, born_ts = _HEAD.unpack_from(buf, pos)
@@ -85,14 +89,15 @@ def fast_message_fields(buf, pos: int, end: int, body_hex: bool = False) -> tupl
         return None
     props = _props(bytes(buf[p : p + pl]).decode("utf-8", "replace")) if pl else {}
     offset_msg_id = (store[:-4] + store[-4:] + _Q.pack(phys)).hex().upper()
-    d: dict[str, Any] = {
+    d: dict[str, Any] = {"file": where[0], "path": where[1], "pos": pos} if where is not None else {}
+    d.update({
         "topic": topic, "queueId": qid, "queueOffset": qoff, "commitLogOffset": phys,
         "msgId": props.get("UNIQ_KEY") or offset_msg_id, "offsetMsgId": offset_msg_id,
         "tags": props.get("TAGS"), "keys": props.get("KEYS"), "bornTimestamp": born_ts, "bornHost": _host(born),
         "storeTimestamp": store_ts, "storeHost": _host(store), "reconsumeTimes": reconsume, "sysFlag": sysflag,
         "flag": flag, "bodyCRC": crc, "totalSize": total, "properties": props, "physicalOffset": phys,
         "magicCode": magic, "preparedTransactionOffset": prepared, "bodyLength": body_len,
-    }
+    })
     try:
         d["body"] = body.decode("utf-8")
     except UnicodeDecodeError:

@@ -46,6 +46,13 @@ class ReadOnlyFile:
         else:
             self.buf = b""
 
+    def fileno(self) -> int:
+        return self._fh.fileno()
+
+    def first_nonzero(self, start: int, end: int | None = None) -> int:
+        """`first_nonzero` over this file, skipping the holes of a sparse file."""
+        return first_nonzero(self.buf, start, self.size if end is None else end, self._fh.fileno())
+
     def close(self) -> None:
         if isinstance(self.buf, memoryview):
             self.buf.release()
@@ -62,20 +69,46 @@ class ReadOnlyFile:
         self.close()
 
 
-def first_nonzero(buf: memoryview | bytes, start: int, end: int) -> int:
+def first_nonzero(buf: memoryview | bytes, start: int, end: int, fd: int | None = None) -> int:
     """Position of the first non-zero byte in [start, end), or -1; constant memory.
 
-    Copies 1 MiB at a time out of the mapping (a memcpy) and strips zeros in C: far faster than
-    comparing memoryviews, which Python does element by element.
+    With the file's descriptor, holes of a sparse file (a fresh 1 GiB CommitLog is one) are
+    skipped with SEEK_DATA/SEEK_HOLE instead of being read: they hold zeros by definition.
+    Data regions are copied 1 MiB at a time out of the mapping (a memcpy) and compared in C:
+    far faster than comparing memoryviews, which Python does element by element.
     """
     pos = start
     while pos < end:
-        n = min(end - pos, _CHUNK)
-        raw = bytes(buf[pos : pos + n])
-        if raw != (_ZEROS if n == _CHUNK else _ZEROS[:n]):  # memcmp
-            return pos + n - len(raw.lstrip(b"\0"))
-        pos += n
+        region_end = end
+        if fd is not None:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+                region_end = min(end, os.lseek(fd, data, os.SEEK_HOLE))
+            except OSError:  # ENXIO: only a hole from pos on; other errors: read it all
+                if not _seek_unsupported(fd):
+                    return -1
+                data, region_end = pos, end
+            if data >= end:
+                return -1
+            pos = max(pos, data)
+        while pos < region_end:
+            n = min(region_end - pos, _CHUNK)
+            raw = bytes(buf[pos : pos + n])
+            if raw != (_ZEROS if n == _CHUNK else _ZEROS[:n]):  # memcmp
+                return pos + n - len(raw.lstrip(b"\0"))
+            pos += n
     return -1
+
+
+def _seek_unsupported(fd: int) -> bool:
+    """True when the file system does not do SEEK_DATA (then the data must be read)."""
+    try:
+        os.lseek(fd, 0, os.SEEK_DATA)
+        return False
+    except OSError as e:
+        import errno
+
+        return e.errno != errno.ENXIO
 
 
 @dataclass(frozen=True)

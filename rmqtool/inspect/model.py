@@ -38,14 +38,20 @@ class Item:
     raw: bytes | None = None
     layout: Any = None  # the construct Struct of `raw`
     links: dict[str, Any] = field(default_factory=dict)  # name -> Item | list[Item] | dict
+    complete: bool = False  # `fields` already starts with file, path and pos (the JSON hot path)
 
     @property
     def file(self) -> str:
         return self.path.rsplit("/", 1)[-1]
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"file": self.file, "path": self.path, "pos": self.pos}
-        out.update(self.fields)
+        if self.complete and not self.links:
+            return self.fields
+        if self.complete:
+            out: dict[str, Any] = dict(self.fields)
+        else:
+            out = {"file": self.file, "path": self.path, "pos": self.pos}
+            out.update(self.fields)
         for name, link in self.links.items():
             if isinstance(link, Item):
                 out[name] = link.to_json()

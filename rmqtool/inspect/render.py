@@ -22,17 +22,41 @@ from rmqtool.layouts.properties import decode_properties
 try:  # orjson is several times faster on the hot path; output is identical
     import orjson
 
+    _orjson_dumps = orjson.dumps
+    _NEWLINE = orjson.OPT_APPEND_NEWLINE
+
     def dumps(obj: dict[str, Any]) -> str:
         try:
             return orjson.dumps(obj).decode("utf-8")
         except TypeError:  # an integer beyond 64 bits from damaged data: json can print it
             return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 except ImportError:  # pragma: no cover - depends on the environment
+    _orjson_dumps = None
+    _NEWLINE = 0
+
     def dumps(obj: dict[str, Any]) -> str:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def write_json(items: Iterable[Item], out: IO[str]) -> int:
+    """One JSON object per line; straight to the binary buffer in batches when there is one."""
+    raw = getattr(out, "buffer", None)
+    if raw is not None and _orjson_dumps is not None:
+        out.flush()
+        n = 0
+        batch: list[bytes] = []
+        for item in items:
+            try:
+                batch.append(_orjson_dumps(item.to_json(), option=_NEWLINE))
+            except TypeError:
+                batch.append(dumps(item.to_json()).encode("utf-8") + b"\n")
+            n += 1
+            if len(batch) >= 256:
+                raw.write(b"".join(batch))
+                batch.clear()
+        raw.write(b"".join(batch))
+        raw.flush()
+        return n
     n = 0
     write = out.write
     for item in items:

@@ -30,10 +30,9 @@ from typing import Any
 from rmqtool.errors import InvalidInput
 from rmqtool.inspect import derive
 from rmqtool.inspect.commitlog import ScanResult, scan_commitlog
-from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, first_nonzero, queue_files
+from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, queue_files
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.timercheck import TimerLogEnd, iter_timerlog
-from rmqtool.layouts import properties as P
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT
 from rmqtool.layouts.constants import TIMER_TOPIC
 from rmqtool.layouts.message import Blank, RecordError, decode_record
@@ -223,7 +222,7 @@ def _config_clamps(root: Path, scan: ScanResult) -> list[Action]:
 
 def first_nonzero_file(path: Path, start: int = 0) -> int:
     with ReadOnlyFile(path) as rof:
-        return first_nonzero(rof.buf, start, rof.size)
+        return rof.first_nonzero(start)
 
 
 def _last_good_ts(root: Path, files, scan: ScanResult) -> int:
@@ -386,7 +385,6 @@ def _rebuild_from_commitlog(root: Path, cfg: LayoutConfig, plan: Plan) -> None:
             index.close()
     if rebuild_cq:
         (root / "consumequeue").mkdir(exist_ok=True)
-    _ = (P, TIMER_TOPIC)
 
 
 def _index_name(root: Path, ms: int) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqtool.inspect.commitlog import CommitLogReader
-from rmqtool.inspect.files import QueueFile, ReadOnlyFile, first_nonzero, queue_files, relpath
+from rmqtool.inspect.files import QueueFile, ReadOnlyFile, queue_files, relpath
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.problems import Problem
 from rmqtool.layouts import properties as P
@@ -166,7 +166,7 @@ def iter_wheel_slots(path: Path) -> Iterator[tuple[int, tuple[int, int, int, int
         buf, size = rof.buf, rof.size
         pos = 0
         while pos + TIMER_SLOT_SIZE <= size:
-            nz = first_nonzero(buf, pos, size)
+            nz = rof.first_nonzero(pos, size)
             if nz < 0:
                 return
             pos = nz - nz % TIMER_SLOT_SIZE

@@ -34,6 +34,7 @@ def pack_host(host: Host) -> bytes:
     return ipaddress.ip_address(host.ip).packed + struct.pack(">i", host.port)
 
 
+@lru_cache(maxsize=4096)  # hot path too: every decoded record (pull bodies, scans) has two hosts
 def unpack_host(raw: bytes) -> Host:
     if len(raw) == 8:
         return Host(str(ipaddress.IPv4Address(raw[:4])), struct.unpack(">i", raw[4:])[0])

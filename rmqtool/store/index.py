@@ -26,7 +26,7 @@ _I32 = struct.Struct(">i")
 _pack_i32 = _I32.pack_into
 _pack_entry = INDEX_ENTRY.pack_into
 _I32_MAX = 0x7FFFFFFF
-_POW31 = [pow(31, i, 1 << 32) for i in range(512)][::-1]
+_POWS = {n: tuple(pow(31, n - 1 - i, 1 << 32) for i in range(n)) for n in range(513)}
 
 
 def index_key_hash(key: str) -> int:
@@ -36,7 +36,7 @@ def index_key_hash(key: str) -> int:
     other keys (or very long ones) use the reference implementation.
     """
     if len(key) <= 512 and key.isascii():
-        h = sum(map(mul, key.encode("ascii"), _POW31[512 - len(key):])) & 0xFFFFFFFF
+        h = sum(map(mul, key.encode("ascii"), _POWS[len(key)])) & 0xFFFFFFFF
         h = h - 0x100000000 if h & 0x80000000 else h
     else:
         h = java_string_hash(key)
@@ -134,6 +134,44 @@ class IndexFile:
 
     flush_header = _write_header
 
+    def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int) -> int:
+        """`putKey` for each of one record's keys, header written once; returns how many fit."""
+        mm = self.mm
+        count = self.index_count
+        limit = self.index_num
+        slots = self.hash_slot_num
+        base = self.entries_base
+        begin = self.begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:
+            time_diff = int((store_timestamp - begin) / 1000)
+            time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+        done = 0
+        for key in keys:
+            if count >= limit:
+                break
+            key_hash = index_key_hash(key)
+            slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE
+            slot_value = _I32.unpack_from(mm, slot_pos)[0]
+            if slot_value <= 0 or slot_value > count:
+                slot_value = 0
+                self.hash_slot_count += 1
+            _pack_entry(mm, base + count * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, slot_value)
+            _pack_i32(mm, slot_pos, count)
+            if count <= 1:
+                self.begin_phy_offset = phy_offset
+                self.begin_timestamp = store_timestamp
+                time_diff = 0  # the time base is now this record's time: later keys are relative to it
+            count += 1
+            done += 1
+        if done:
+            self.index_count = count
+            self.end_phy_offset = phy_offset
+            self.end_timestamp = store_timestamp
+            self._write_header()
+        return done
+
     def is_time_matched(self, begin: int, end: int) -> bool:
         b, e = self.begin_timestamp, self.end_timestamp
         return (begin < b and end > e) or b <= begin <= e or b <= end <= e
@@ -207,10 +245,12 @@ class IndexService:
             raise StoreError("store opened read-only")
         self.directory.mkdir(parents=True, exist_ok=True)
         ms = now_ms
-        while (self.directory / index_file_name(ms)).exists() or (
-            self.files and index_file_name(ms) <= self.files[-1].path.name
-        ):
-            ms += 1  # names sort chronologically and must be unique
+        if self.files and index_file_name(ms) <= self.files[-1].path.name:
+            # names sort chronologically and must be unique: follow the newest file
+            newest = datetime.datetime.strptime(self.files[-1].path.name[:14], "%Y%m%d%H%M%S")
+            ms = int(newest.timestamp()) * 1000 + int(self.files[-1].path.name[14:]) + 1
+        while (self.directory / index_file_name(ms)).exists():
+            ms += 1
         end_phy = last.end_phy_offset if last else 0
         end_ts = last.end_timestamp if last else 0
         f = IndexFile(self.directory / index_file_name(ms), self.hash_slot_num, self.index_num, create=True,
@@ -224,29 +264,26 @@ class IndexService:
     last_full_end_timestamp = 0
 
     def build_index(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
-                    keys: str | None, now_ms: int) -> None:
+                    key_text: str | None, now_ms: int) -> None:
         """`IndexService.buildIndex` for one dispatched record (caller excludes ROLLBACK)."""
         f = self.files[-1] if self.files else None
         if f is None or f.index_count >= f.index_num:
             f = self._last_writable(now_ms)
         if phy_offset < f.end_phy_offset:
             return  # already indexed (re-dispatch)
-        if uniq_key:
-            f = self._put(f, f"{topic}#{uniq_key}", phy_offset, store_timestamp, now_ms)
-        if keys:
-            if " " in keys:
-                for k in keys.split(" "):
-                    if k:
-                        f = self._put(f, f"{topic}#{k}", phy_offset, store_timestamp, now_ms)
+        prefix = topic + "#"
+        keys = [prefix + uniq_key] if uniq_key else []
+        if key_text:
+            if " " in key_text:
+                keys += [prefix + k for k in key_text.split(" ") if k]
             else:
-                f = self._put(f, f"{topic}#{keys}", phy_offset, store_timestamp, now_ms)
-        f.flush_header()
-
-    def _put(self, f: IndexFile, key: str, phy: int, ts: int, now_ms: int) -> IndexFile:
-        while not f.put_key(key, phy, ts, write_header=False):
-            f.flush_header()
+                keys.append(prefix + key_text)
+        while keys:
+            done = f.put_keys(keys, phy_offset, store_timestamp)
+            if done == len(keys):
+                return
+            keys = keys[done:]
             f = self._last_writable(now_ms)
-        return f
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """`IndexService.queryOffset`: newest file first, stop at a file older than `begin`."""

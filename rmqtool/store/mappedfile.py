@@ -234,13 +234,18 @@ class MappedFileQueue:
         self.flushed_where = min(self.flushed_where, offset)
 
     def flush(self) -> int:
-        """Flush every file with unflushed data; returns the stream offset now durable."""
-        for mf in self.files:
+        """Flush every file with unflushed data; returns the stream offset now durable.
+
+        The target is read before flushing: bytes appended meanwhile may not be durable yet,
+        and a SYNC_FLUSH putter must never be told they are.
+        """
+        target = self.max_offset()
+        for mf in list(self.files):
             if mf.from_offset + mf.file_size <= self.flushed_where and mf.flushed_position >= mf.wrote_position:
                 continue
             mf.flush()
-        self.flushed_where = self.max_offset()
-        return self.flushed_where
+        self.flushed_where = max(self.flushed_where, target)
+        return target
 
     def delete_expired_by_time(self, expired_ms: int, now_ms: int, *, immediately: bool, batch_max: int,
                                interval_s: float = 0.0, on_delete: Callable[[MappedFile], None] | None = None) -> int:

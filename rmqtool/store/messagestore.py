@@ -179,7 +179,11 @@ class MessageStore:
         else:
             cp = self.checkpoint
             assert cp is not None
-            min_ts = cp.min_timestamp_index() if self.index is not None else cp.min_timestamp()
+            min_ts = cp.min_timestamp()
+            if self.index is not None:
+                # getMinTimestampIndex, with the same 3 s slack as the other marks: records stored
+                # in the same millisecond as the last full index file's end must be re-indexed too
+                min_ts = min(min_ts, max(0, cp.index_msg_timestamp - 3000))
             start = cl.recover_start_abnormal(min_ts)
             dispatch_from = start
         on_record = None
@@ -237,6 +241,7 @@ class MessageStore:
             offset = self.commitlog.flush()
         if ts and self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = ts
+            self.checkpoint.confirm_phy_offset = offset
             self.checkpoint.write()
         return offset
 

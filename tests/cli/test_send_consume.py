@@ -130,9 +130,12 @@ def test_delay_level_message_arrives_after_its_delay_without_a_server(store):
 
 @pytest.fixture
 def tagged(store):
-    for tag, body in [("A", "a1"), ("B", "b1"), ("C", "c1"), ("A", "a2")]:
-        ok("send", "--store", str(store), "Tagged", body, "--tag", tag, "--queue", "0")
-    ok("send", "--store", str(store), "Tagged", "untagged", "--queue", "0")
+    """Five messages on queue 0 of `Tagged` (written in-process: these tests are about consume)."""
+    from rmqtool.layouts.message import MessageExt
+
+    with LocalBroker.open(store) as b:
+        for tag, body in [("A", "a1"), ("B", "b1"), ("C", "c1"), ("A", "a2"), (None, "untagged")]:
+            b.send(MessageExt("Tagged", body.encode(), queue_id=0, properties={"TAGS": tag} if tag else {}))
     return store
 
 
@@ -209,11 +212,23 @@ def test_exec_failure_goes_to_retry_topic(tagged):
     (["consume", "T", "--from", "yesterday"], 2, b"ISO-8601"),
     (["consume", "T", "--sql", "a > 1"], 2, b"network mode"),
 ])
-def test_bad_input_writes_nothing(store, args, code, text):
-    r = run_rmqtool(*args[:1], "--store", str(store), *args[1:])
-    assert r.returncode == code, r.stderr
-    assert len(r.stderr.splitlines()) == 1 and text in r.stderr and r.stdout == b""
+def test_bad_input_writes_nothing(store, args, code, text, capsys, monkeypatch):
+    """In-process through `rmqtool.cli.main.main` (the same error mapping as the console script)."""
+    from rmqtool.cli import main as cli_main
+
+    monkeypatch.setattr(sys, "argv", ["rmqtool", args[0], "--store", str(store), *args[1:]])
+    with pytest.raises(SystemExit) as exc:
+        cli_main.main()
+    out, err = capsys.readouterr()
+    assert exc.value.code == code, err
+    assert len(err.splitlines()) == 1 and text.decode() in err and out == ""
     assert not store.exists()
+
+
+def test_bad_input_subprocess_one_line_exit_2(store):
+    r = run_rmqtool("send", "--store", str(store), "bad topic", "x")
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and b"illegal characters" in r.stderr
+    assert r.stdout == b"" and not store.exists()
 
 
 def test_bad_input_on_existing_store_changes_nothing(store):
@@ -336,3 +351,26 @@ def test_fast_json_line_equals_to_json(tmp_path):
                     assert record_json_line(raw) == json_line(decode_record(raw).to_json())
                     n += 1
         assert n == 300
+
+
+def test_store_with_other_file_sizes_is_adopted(store):
+    """A store written with non-default sizes (broker.conf) opens with those sizes, as it was made."""
+    from rmqtool.layouts.message import MessageExt
+    from rmqtool.store.config import StoreConfig
+
+    cfg = StoreConfig(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=200,
+                      max_hash_slot_num=16, max_index_num=32)
+    with LocalBroker.open(store, cfg) as b:
+        for i in range(3):
+            b.send(MessageExt("Small", f"m{i}".encode(), queue_id=0))
+    ok("send", "--store", str(store), "Small", "m3", "--queue", "0")
+    assert [m["body"] for m in ok("consume", "--store", str(store), "Small")] == ["m0", "m1", "m2", "m3"]
+    assert (store / "commitlog" / "00000000000000000000").stat().st_size == 64 * 1024
+
+
+def test_json_line_is_the_standard_library_text():
+    from rmqtool.cli.common import _std_dumps, json_line
+
+    for obj in [{"a": "é\u2028\x01\x7f\"\\/\t", "n": None, "b": True, "i": -(1 << 63), "big": 1 << 70,
+                 "nested": {"x": [1, 2.5, "y"]}}, {"s": "\ud800"}]:
+        assert json_line(obj) == _std_dumps(obj)

@@ -296,3 +296,37 @@ def test_pull_consumer_reads_and_commits(server, unique):
         t0 = time.time()
         r = pc.pull_block_if_not_found(mq, "*", pc.max_offset(mq), timeout=1.0)
         assert r.status == PullStatus.NO_NEW_MSG and time.time() - t0 >= 0.5
+
+
+def test_notify_consumer_ids_changed_makes_the_others_rebalance_at_once(server, unique):
+    """With the periodic rebalance 2 minutes away, only the broker's NOTIFY_CONSUMER_IDS_CHANGED can move queues."""
+    topic, group = unique("Tnotify"), unique("gnotify")
+    slow = ClientConfig(rebalance_interval=120.0, heartbeat_broker_interval=120.0)
+    with Producer(unique("pg"), server.namesrv) as p:
+        p.send(Message(topic, b"create"))
+
+    def mine(c):
+        return [q for q in c.assigned_queues() if q.topic == topic]
+
+    ca = PushConsumer(group, server.namesrv, config=slow).subscribe(topic).register_listener(Collector()).start()
+    cb = None
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and len(mine(ca)) != 4:
+            time.sleep(0.05)
+        assert len(mine(ca)) == 4
+        cb = PushConsumer(group, server.namesrv, config=slow).subscribe(topic).register_listener(Collector()).start()
+        deadline = time.time() + 10
+        while time.time() < deadline and not (len(mine(ca)) == 2 and len(mine(cb)) == 2):
+            time.sleep(0.05)
+        assert len(mine(ca)) == 2 and len(mine(cb)) == 2
+        cb.shutdown()  # UNREGISTER_CLIENT: the broker notifies again and ca takes everything back
+        cb = None
+        deadline = time.time() + 10
+        while time.time() < deadline and len(mine(ca)) != 4:
+            time.sleep(0.05)
+        assert len(mine(ca)) == 4
+    finally:
+        ca.shutdown()
+        if cb is not None:
+            cb.shutdown()

@@ -54,6 +54,7 @@ CASES.update({
     "timerwheel-follow.json": ("timerwheel", "good/timerwheel", {"view": "json", "follow": True}),
     "timerwheel-follow.hex": ("timerwheel", "good/timerwheel", {"view": "hex", "follow": True}),
     "timerlog-follow.table": ("timerlog", "good/timerlog", {"view": "table", "follow": True}),
+    "commitlog-kinds.hex": ("commitlog", "good/commitlog", {"view": "hex", "offset": 2001, "limit": 9}),
     "commitlog-torn.hex": ("commitlog", "damaged-torn-tail/commitlog/00000000000000065536",
                            {"view": "hex", "offset": 76000}),
     "commitlog-badmagic.json": ("commitlog", "damaged-bad-magic/commitlog", {"view": "json", "limit": 12}),

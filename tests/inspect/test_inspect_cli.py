@@ -109,3 +109,11 @@ def test_fast_property_parser_equals_decode_properties():
         assert _props(text) == decode_properties(text)
 
     check()
+
+
+def test_cli_json_output_is_byte_identical_to_the_golden_library_output(stores, rmq):
+    from tests.inspect.golden_cases import golden_path
+
+    r = rmq("inspect", "commitlog", str(stores / "good" / "commitlog"), "--limit", "32")
+    assert r.returncode == 0
+    assert r.stdout.decode("utf-8") == golden_path("commitlog.json").read_text(encoding="utf-8")

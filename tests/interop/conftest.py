@@ -81,8 +81,11 @@ def start_rmqtool_serve(root: Path, *extra: str) -> Broker:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     log = open(root / "serve.stderr", "wb")  # noqa: SIM115 - lives as long as the process
+    # The same transaction check timing as the Apache test broker (defaults would take a minute).
+    (root / "broker.conf").write_text("transactionCheckInterval=1000\ntransactionTimeOut=1000\n")
     proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "serve", "--store", str(root / "store"),
-                             "--namesrv-port", str(ns_port), "--broker-port", str(broker_port), *extra],
+                             "--namesrv-port", str(ns_port), "--broker-port", str(broker_port),
+                             "-c", str(root / "broker.conf"), *extra],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)
     deadline = time.time() + 30
     ns, br = f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"

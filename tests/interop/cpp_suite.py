@@ -43,14 +43,29 @@ except Exception:  # noqa: BLE001 - not that package
     CAN_SHUTDOWN_PUSH = True
 
 
-KEEP: list[PushConsumer] = []  # never garbage-collected: PushConsumer.__del__ calls shutdown too
+KEEP: list = []  # never garbage-collected: __del__ calls shutdown too
+PENDING: list = []  # clients a scenario is done with, shut down after its report
 
 
-def stop(c: PushConsumer) -> None:
-    if CAN_SHUTDOWN_PUSH:
-        c.shutdown()
-    else:
-        KEEP.append(c)
+def stop(c) -> None:
+    """Shut a client down once the scenario has reported.
+
+    Shutting down is deferred past the report because client-cpp can die while stopping (2.1.0 in
+    ShutdownPushConsumer always; both versions now and then with an uncaught
+    boost::thread_interrupted when a consumer with a pending retry stops): that must not cost the
+    verdict on what was delivered. With 2.1.0 nothing is shut down at all.
+    """
+    PENDING.append(c)
+
+
+def close_pending() -> None:
+    consumers_first = sorted(PENDING, key=lambda c: not isinstance(c, PushConsumer | PullConsumer))
+    PENDING.clear()
+    for c in consumers_first:
+        if CAN_SHUTDOWN_PUSH:
+            c.shutdown()
+        else:
+            KEEP.append(c)
 
 
 def report(scenario: str, ok: bool, detail: str, t0: float) -> None:
@@ -119,18 +134,20 @@ class Seen:
             time.sleep(0.05)
 
     def verdict(self, expected: list[str]) -> str:
+        with self.lock:  # consumers may still be running: judge a snapshot
+            count, damaged = Counter(self.count), list(self.damaged)
         bad = []
-        missing = sorted(set(expected) - set(self.count))
-        extra = sorted(set(self.count) - set(expected))
-        dup = sorted(f"{k}x{v}" for k, v in self.count.items() if v > 1)
+        missing = sorted(set(expected) - set(count))
+        extra = sorted(set(count) - set(expected))
+        dup = sorted(f"{k}x{v}" for k, v in count.items() if v > 1)
         if missing:
             bad.append(f"missing {missing}")
         if extra:
             bad.append(f"unexpected {extra}")
         if dup:
             bad.append(f"duplicates {dup}")
-        if self.damaged:
-            bad.append(f"damaged {self.damaged}")
+        if damaged:
+            bad.append(f"damaged {damaged}")
         return "; ".join(bad)
 
 
@@ -195,7 +212,7 @@ def produce_consume() -> None:
     topic, n = f"CppPC_{RUN}", 20
     p = producer(f"cpp_pg_pc_{RUN}")
     results = send_all(p, [message(topic, "pc", "TagA", i) for i in range(n)])
-    p.shutdown()
+    stop(p)
     ok_send = all(r.msg_id and r.offset >= 0 for r in results)
     seen = Seen("TagA")
     c = push_consumer(f"cpp_cg_pc_{RUN}", topic, f"pc_{RUN}", lambda m: seen.add(m) or True)
@@ -213,7 +230,7 @@ def pull() -> None:
     topic, n = f"CppPull_{RUN}", 20
     p = producer(f"cpp_pg_pull_{RUN}")
     send_all(p, [message(topic, "pull", "TagP", i) for i in range(n)])
-    p.shutdown()
+    stop(p)
     seen = Seen("TagP")
     c = PullConsumer(f"cpp_cg_pull_{RUN}")
     c.set_namesrv_addr(NAMESRV)
@@ -226,7 +243,7 @@ def pull() -> None:
             time.sleep(0.2)
     for m in c.pull(topic):  # nothing new may come
         seen.add(m)
-    c.shutdown()
+    stop(c)
     v = seen.verdict(ids("pull", n))
     report("cpp-pull-consumer", not v, v or f"{n} pulled once each, intact", t0)
 
@@ -236,7 +253,7 @@ def retry() -> None:
     topic = f"CppRetry_{RUN}"
     p = producer(f"cpp_pg_retry_{RUN}")
     send_all(p, [message(topic, "fail", "retry", 0), message(topic, "ok", "retry", 0)])
-    p.shutdown()
+    stop(p)
     seen = Seen("retry")
 
     def handler(m: RecvMessage) -> bool:
@@ -246,14 +263,18 @@ def retry() -> None:
     c = push_consumer(f"cpp_cg_retry_{RUN}", topic, f"retry_{RUN}", handler)
     c.start()
     deadline = time.time() + 60 * WAIT_SCALE
-    while seen.count["fail#0"] < 2 and time.time() < deadline:
+    while time.time() < deadline and not (seen.count["ok#0"] and 1 in [rt for key, rt in seen.reconsume
+                                                                        if key == "fail#0"]):
         time.sleep(0.1)
     time.sleep(2 * WAIT_SCALE)
     stop(c)
     attempts = [rt for key, rt in seen.reconsume if key == "fail#0"]
     bad = []
-    if attempts != [0, 1]:
-        bad.append(f"failing handler saw reconsumeTimes {attempts}, expected [0, 1]")
+    # The broker's redelivery comes with reconsumeTimes 1 and is consumed (the handler succeeds
+    # then). Before it, the client may retry locally with reconsumeTimes 0 when its send-back
+    # failed (client-cpp does on a loaded machine): such extra zeros are allowed, nothing else.
+    if not attempts or attempts[-1] != 1 or any(a != 0 for a in attempts[:-1]):
+        bad.append(f"failing handler saw reconsumeTimes {attempts}, expected [0, ..., 0, 1]")
     if seen.count["ok#0"] != 1:
         bad.append(f"ok message arrived {seen.count['ok#0']} times")
     if seen.damaged:
@@ -275,7 +296,7 @@ def delay() -> None:
     d.set_delay_time_level(2)
     sent_at = time.time()
     send_all(p, [d, message(topic, "now", "delay", 0)])
-    p.shutdown()
+    stop(p)
     seen.wait_for(3, 40)
     time.sleep(1 * WAIT_SCALE)
     stop(c)
@@ -309,12 +330,14 @@ def split() -> None:
     time.sleep(1 * WAIT_SCALE)
     stop(ca)
     stop(cb)
-    p.shutdown()
+    stop(p)
+    # The warm-up message may be seen twice while the queues move from the first consumer to the
+    # second (at least once during a rebalance); the messages sent after it, once each.
     both = Seen("split")
-    both.count = a.count + b.count
+    both.count = Counter({k: v for k, v in (a.count + b.count).items() if k.startswith("split#")})
     both.damaged = a.damaged + b.damaged
     bad = []
-    v = both.verdict(ids("split", n) + ["warm#0"])
+    v = both.verdict(ids("split", n))
     if v:
         bad.append(v)
     qa = {q for k, q in a.queues.items() if k.startswith("split#")}
@@ -337,6 +360,7 @@ def main() -> int:
             fn()
         except Exception as e:  # noqa: BLE001 - report, go on with the next scenario
             report(name, False, f"exception: {e!r}", t0)
+        close_pending()
     sys.stdout.flush()
     return 0 if all(RESULTS) else 1
 

@@ -20,14 +20,7 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(400)]
 
 # What `rmqtool serve` is known not to do yet (found by these very tests). Marked xfail, not
 # skipped: they run every time and report XPASS as soon as serve does it.
-SERVE_GAPS: dict[str, str] = {
-    "lite-pull": "serve answers LITE_PULL_MESSAGE (code 361, DefaultLitePullConsumer's pull) with "
-                 "'request type 361 not supported'",
-    "dlq": "reading %DLQ%group needs DefaultLitePullConsumer, i.e. LITE_PULL_MESSAGE (361)",
-    "delay-level": "serve delivers delay-level messages at once (level 2 arrived after ~10 ms, not 5 s)",
-    "ali-ons-delay-level": "serve delivers delay-level messages at once",
-    "cpp-delay-level": "serve delivers delay-level messages at once",
-}
+SERVE_GAPS: dict[str, str] = {}
 
 _RUNS: dict[str, dict[str, SuiteRun]] = {}
 

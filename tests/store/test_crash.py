@@ -41,6 +41,26 @@ def run_child(root: Path, first_id: int, threads: int, run_s: float) -> list[int
     return [int(x) for x in lines[:-1]]  # the last piece is partial or empty
 
 
+def tear_tail(root: Path, rng: random.Random) -> None:
+    """Simulate a write torn by the crash: half a record (or garbage) after the last valid one."""
+    ro = MessageStore.open(root, crash_config(), read_only=True)
+    try:
+        cl = ro.commitlog
+        last = cl.mfq.files[-1]
+        end = cl.max_offset - last.from_offset
+        first = cl.mfq.files[0].from_offset
+        sample = cl.read_bytes(first, cl.record_size_at(first))
+        path, size = last.path, last.file_size
+    finally:
+        ro.close()
+    # cut before the end of the body, so the body CRC (or the size) gives the tear away
+    torn = sample[: rng.randrange(8, 140)] if rng.random() < 0.7 else os.urandom(rng.randrange(1, 300))
+    torn = torn[: size - end]
+    with open(path, "r+b") as fh:
+        fh.seek(end)
+        fh.write(torn)
+
+
 def check_store(root: Path, acked: set[int]) -> int:
     cfg = crash_config()
     with MessageStore.open(root, cfg) as store:
@@ -86,12 +106,19 @@ def check_store(root: Path, acked: set[int]) -> int:
 
 def test_sigkill_under_sync_flush_loses_no_acknowledged_message(tmp_path):
     rounds = int(os.environ.get("RMQ_CRASH_ROUNDS", "20"))
-    rng = random.Random(os.environ.get("RMQ_CRASH_SEED"))
+    seed = int(os.environ.get("RMQ_CRASH_SEED") or random.randrange(1 << 30))
+    rng = random.Random(seed)
     root = tmp_path / "store"
     acked: set[int] = set()
     total = 0
     for r in range(rounds):
-        got = run_child(root, r * 10_000_000, threads=rng.choice([1, 4, 8]), run_s=rng.uniform(0.02, 0.4))
+        got = run_child(root, r * 10_000_000, threads=rng.choice([1, 4, 8]), run_s=rng.uniform(0.02, 0.25))
         acked.update(got)
-        total = check_store(root, acked)
+        torn = rng.random() < 0.5
+        if torn:
+            tear_tail(root, rng)
+        try:
+            total = check_store(root, acked)
+        except AssertionError as e:
+            raise AssertionError(f"round {r} (RMQ_CRASH_SEED={seed}, torn tail: {torn}): {e}") from e
     assert total >= len(acked) > 0

@@ -121,3 +121,9 @@ def test_write_file_is_atomic_replace(tmp_path):
     write_file(f, '{"a":1}')
     assert read_file(f) == {"a": 1}
     assert json.loads((tmp_path / "x.json.bak").read_text()) == {}
+
+
+def test_delay_offset_writer_of_the_schedule_service_matches_fastjson():
+    schedule = pytest.importorskip("rmqtool.store.schedule")
+    dv = schedule.DataVersion(counter=0, state_version=0, timestamp=TS)
+    assert schedule.encode_delay_offset({1: 3, 2: 0, 3: 12}, dv) == golden("delayOffset")

@@ -260,3 +260,65 @@ def test_cleanup_by_time_disk_ratio_and_logics(store_dir):
         assert is_time_to_delete(store.config.delete_when, now)
     finally:
         store.close()
+
+
+def test_checkpoint_is_kept_current(store_dir):
+    from rmqtool.layouts.checkpoint import STORE_CHECKPOINT
+
+    clock = Clock()
+    with MessageStore.open(store_dir, small_config(), clock=clock) as store:
+        for i in range(5):
+            clock.now += 10
+            store.put_message(make_msg(i))
+        store.flush()
+        data = (store_dir / "checkpoint").read_bytes()
+        assert len(data) == 4096
+        physic, logics, index_ts, _master, confirm = STORE_CHECKPOINT.unpack_from(data)
+        assert physic == logics == clock.now
+        assert confirm == store.max_phy_offset
+        assert index_ts == 0  # no index file is full yet
+
+
+@pytest.mark.parametrize("kind", ["zlib", "lz4", "zstd"])
+def test_compressed_bodies_and_ipv6_born_hosts_round_trip(store_dir, kind):
+    from rmqtool.layouts.message import compress_body, decode_record
+    from rmqtool.layouts.net import Host
+
+    clock = Clock()
+    with MessageStore.open(store_dir, small_config(), clock=clock) as store:
+        plain = b"hello " * 200
+        body, flag = compress_body(plain, kind)
+        m = make_msg(1)
+        m.body, m.sys_flag, m.born_host = body, flag, Host("::1", 4242)
+        r = store.put_message(m)
+        got = store.get_message("TopicTest", 0, 0).messages[0]
+        assert got.decompressed_body() == plain
+        rec = decode_record(store.read_record_bytes(r.wrote_offset, r.wrote_bytes), check_crc=True)
+        assert (rec.store_timestamp, rec.commit_log_offset, rec.born_host) == (clock.now, r.wrote_offset, Host("::1", 4242))
+        assert rec.sys_flag & 0x10 and rec.sys_flag & flag == flag
+
+
+def test_transaction_prepared_records_take_no_queue_offset(store_dir):
+    with MessageStore.open(store_dir, small_config()) as store:
+        prepared = make_msg(1)
+        prepared.sys_flag = 0x4
+        r = store.put_message(prepared)
+        assert r.queue_offset == 0 and store.get_max_offset_in_queue("TopicTest", 0) == 0
+        assert store.put_message(make_msg(2)).queue_offset == 0
+        # PREPARED records are still indexed (every type except ROLLBACK)
+        assert [m.uniq_key for m in store.query_message("TopicTest", "UNIQ00000001")] == ["UNIQ00000001"]
+
+
+def test_put_keys_equals_put_key_one_by_one(tmp_path):
+    """The batched insert writes the same bytes as RocketMQ's key-by-key putKey, across a rollover."""
+    a = IndexFile(tmp_path / "20240101000000001", 8, 6, create=True, end_phy_offset=50, end_timestamp=5_000)
+    b = IndexFile(tmp_path / "20240101000000002", 8, 6, create=True, end_phy_offset=50, end_timestamp=5_000)
+    records = [(100, 9_000, ["T#u1", "T#k", "T#j"]), (200, 12_345, ["T#u2", "T#k"]), (300, 20_000, ["T#u3", "T#x"])]
+    for phy, ts, keys in records:
+        for k in keys:
+            a.put_key(k, phy, ts)
+        b.put_keys(keys, phy, ts)
+    assert a.mm[:] == b.mm[:]
+    assert b.index_count == 6 and b.put_keys(["T#z"], 400, 30_000) == 0
+    a.close()
+    b.close()

@@ -277,10 +277,12 @@ async function split() {
   await sleep(1000 * waitScale);
   await ca.close();
   await cb.close();
+  // The warm-up message may be seen twice while the queues move from the first consumer to the
+  // second (at least once during a rebalance); the messages sent after it, once each.
   const merged = new Collector('split');
-  a.all.concat(b.all).forEach(m => merged.add(m));
+  a.all.concat(b.all).filter(m => m.properties.scenario === 'split').forEach(m => merged.add(m));
   const bad = [];
-  const v = merged.verdict(ids('split', n).concat([ 'warm#0' ]));
+  const v = merged.verdict(ids('split', n));
   if (v) bad.push(v);
   const ra = new Set(a.all.filter(m => m.properties.scenario === 'split').map(m => m.queueId));
   const rb = new Set(b.all.filter(m => m.properties.scenario === 'split').map(m => m.queueId));

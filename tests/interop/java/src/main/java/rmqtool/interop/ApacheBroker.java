@@ -102,6 +102,10 @@ public final class ApacheBroker {
         brokerConfig.setEnablePropertyFilter(true);
         brokerConfig.setTransactionCheckInterval(1000); // check-backs within seconds, not a minute
         brokerConfig.setTransactionTimeOut(1000);
+        // Tests run many JVMs on 2 cores: don't answer "broker busy" after 200 ms in the send queue.
+        brokerConfig.setWaitTimeMillsInSendQueue(10_000);
+        brokerConfig.setWaitTimeMillsInPullQueue(10_000);
+        brokerConfig.setWaitTimeMillsInLitePullQueue(10_000);
         MessageStoreConfig storeConfig = new MessageStoreConfig();
         storeConfig.setStorePathRootDir(root.getPath());
         storeConfig.setStorePathCommitLog(new File(root, "commitlog").getPath());
@@ -135,7 +139,7 @@ public final class ApacheBroker {
             }
         };
         Runtime.getRuntime().addShutdownHook(new Thread(stop, "apache-broker-stop"));
-        waitUntilRegistered(broker);
+        waitUntilRegistered(broker, namesrv);
         out.println("READY namesrv=" + HOST + ":" + nsPort + " broker=" + HOST + ":" + brokerPort + " store=" + root);
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
@@ -149,18 +153,26 @@ public final class ApacheBroker {
         System.exit(0);
     }
 
-    /** Waits for the broker's first registration with the name server, so clients find routes at once. */
-    private static void waitUntilRegistered(BrokerController broker) throws InterruptedException {
-        long deadline = System.currentTimeMillis() + 15_000;
+    /**
+     * Waits until the name server routes TBW102 (the broker has registered its topics), registering
+     * again every 2 s: on a loaded machine the broker's first registration can time out unnoticed,
+     * and clients would then find no route for the next 30 s.
+     */
+    private static void waitUntilRegistered(BrokerController broker, NamesrvController namesrv)
+        throws InterruptedException {
+        long deadline = System.currentTimeMillis() + 60_000;
+        long nextRegister = 0;
         while (System.currentTimeMillis() < deadline) {
-            if (broker.getBrokerOuterAPI().getNameServerAddressList() != null
-                && !broker.getBrokerOuterAPI().getNameServerAddressList().isEmpty()
-                && broker.getTopicConfigManager().getTopicConfigTable().containsKey("TBW102")) {
-                break;
+            if (namesrv.getRouteInfoManager().pickupTopicRouteData("TBW102") != null) {
+                return;
+            }
+            if (System.currentTimeMillis() >= nextRegister) {
+                broker.registerBrokerAll(true, false, true);
+                nextRegister = System.currentTimeMillis() + 2000;
             }
             Thread.sleep(50);
         }
-        broker.registerBrokerAll(true, false, true);
+        throw new IllegalStateException("the name server never routed TBW102");
     }
 
     /** A free loopback port p such that p - gap is free too (the broker's fast port is listenPort - 2). */

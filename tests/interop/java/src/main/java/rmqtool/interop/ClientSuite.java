@@ -719,12 +719,12 @@ public final class ClientSuite {
                 }
                 Thread.sleep(scaled(1000));
                 List<String> bad = new ArrayList<>();
+                // The warm-up message may be seen twice while the queues move from the first consumer to
+                // the second (at least once during a rebalance); the messages sent after it, once each.
                 Collector both = new Collector("split");
-                a.all.forEach(both::add);
-                b.all.forEach(both::add);
-                List<String> expected = new ArrayList<>(ids("split", n));
-                expected.add("warm#0");
-                String v = both.verdict(expected);
+                a.all.stream().filter(m -> "split".equals(m.getUserProperty("scenario"))).forEach(both::add);
+                b.all.stream().filter(m -> "split".equals(m.getUserProperty("scenario"))).forEach(both::add);
+                String v = both.verdict(ids("split", n));
                 if (!v.isEmpty()) {
                     bad.add(v);
                 }
