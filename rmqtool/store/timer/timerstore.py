@@ -42,6 +42,7 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.timer import TIMERLOG_UNIT
+from rmqtool.store.schedule import broker_order_cached
 from rmqtool.store.timer.hooks import snap_precision
 from rmqtool.store.timer.timercheck import TimerCheckpoint
 from rmqtool.store.timer.timerlog import TimerLog, TimerLogUnitValue, pack_unit
@@ -97,20 +98,6 @@ def peek_timer_fields(raw: bytes) -> tuple[int, str | None, bool] | None:
     except ValueError:
         delayed = -1
     return delayed, _prop(text, _KEY_REAL_TOPIC), _KEY_DEL in text
-
-
-_ORDER_CACHE: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
-def broker_order_cached(props: dict[str, str]) -> dict[str, str]:
-    """`properties.broker_order`, memoised on the key sequence (most messages share one)."""
-    keys = tuple(props)
-    order = _ORDER_CACHE.get(keys)
-    if order is None:
-        if len(_ORDER_CACHE) > 4096:
-            _ORDER_CACHE.clear()
-        order = _ORDER_CACHE[keys] = tuple(P.broker_order(props))
-    return {k: props[k] for k in order}
 
 
 def build_delete_key(real_topic: str | None, uniq_key: str) -> str:
