@@ -63,8 +63,13 @@ def run_consume(store: Path, *extra: str) -> tuple[float, bytes]:
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
-    body_size = int(sys.argv[2]) if len(sys.argv) > 2 else 100
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("messages", nargs="?", type=int, default=200_000)
+    ap.add_argument("body_bytes", nargs="?", type=int, default=100)
+    args = ap.parse_args()
+    n, body_size = args.messages, args.body_bytes
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
         t0 = time.perf_counter()
