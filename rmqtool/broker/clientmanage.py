@@ -63,7 +63,9 @@ class ClientManageProcessor:
                     created = True
             changed = self.clients.register_consumer(cd.groupName, info, cd.consumeType, cd.messageModel,
                                                      cd.consumeFromWhere, cd.subscriptionDataSet)
-            if changed and (cfg is None or cfg.notify_consumer_ids_changed_enable):
+            # ConsumerManager.registerConsumer: a broadcasting group is never told (each member reads all)
+            if changed and (cfg is None or cfg.notify_consumer_ids_changed_enable) and \
+                    cd.messageModel != "BROADCASTING":
                 self.notify_consumer_ids_changed(cd.groupName)
         for pd in hb.producerDataSet:
             if pd.groupName:

@@ -73,7 +73,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.enable_property_filter = _flag(extra, "enablePropertyFilter", True)
         self.long_polling_enable = _flag(extra, "longPollingEnable", True)
         self.short_polling_ms = _int(extra, "shortPollingTimeMills", 1000)
-        self.transaction_check_interval_ms = _int(extra, "transactionCheckInterval", 60_000)
+        self.transaction_check_interval_ms = _int(extra, "transactionCheckInterval", 30_000)
         self.transaction_timeout_ms = _int(extra, "transactionTimeOut", 6_000)
         self.transaction_check_max = _int(extra, "transactionCheckMax", 15)
         self.region_id = extra.get("regionId", "DefaultRegion")

@@ -139,3 +139,47 @@ def test_lock_and_unlock_batch(serve, broker):
     again = LockBatchResponseBody.decode(broker.request(41, body=json.dumps(a).encode()).body).lockOKMQSet
     assert sorted(m.queueId for m in again) == [1, 2]  # A keeps (refreshes) its own locks
     assert broker.request(41, body=b"{not json").code == 1
+
+
+def test_every_member_is_notified_at_once_when_a_consumer_joins_or_leaves(serve, broker):
+    """A push consumer rebalances when told (NOTIFY_CONSUMER_IDS_CHANGED), not on its 20 s timer:
+    a join or a leave reaches every member's channel well within a second, and the consumer list
+    asked right after already names the newcomer (two Java consumers split queues in ~3 s)."""
+    subs = [sub_data("Split_Topic")]
+    a, b, c = Wire(serve.broker), Wire(serve.broker), Wire(serve.broker)
+    try:
+        assert a.request(34, body=heartbeat_body("10.0.1.1@a", "cg_split", subs)).code == 0
+        a.wait_incoming(40, timeout=2)  # its own join
+        assert b.request(34, body=heartbeat_body("10.0.1.2@b", "cg_split", subs)).code == 0
+        for w in (a, b):
+            assert w.wait_incoming(40, timeout=1).ext_fields == {"consumerGroup": "cg_split"}
+        assert sorted(ConsumerListBody.decode(b.request(38, {"consumerGroup": "cg_split"}).body)
+                      .consumerIdList) == ["10.0.1.1@a", "10.0.1.2@b"]
+        # a repeated heartbeat with nothing new changes nothing and tells nobody
+        assert b.request(34, body=heartbeat_body("10.0.1.2@b", "cg_split", subs)).code == 0
+        time.sleep(0.3)
+        assert not [x for x in a.incoming + b.incoming if x.code == 40]
+        t0 = time.time()
+        assert c.request(34, body=heartbeat_body("10.0.1.3@c", "cg_split", subs)).code == 0
+        for w in (a, b, c):
+            w.wait_incoming(40, timeout=1)
+        assert time.time() - t0 < 1
+        c.close()
+        for w in (a, b):
+            w.wait_incoming(40, timeout=1)
+        assert sorted(ConsumerListBody.decode(a.request(38, {"consumerGroup": "cg_split"}).body)
+                      .consumerIdList) == ["10.0.1.1@a", "10.0.1.2@b"]
+        # UNREGISTER_CLIENT (a consumer's shutdown) tells the one left
+        assert b.request(35, {"clientID": "10.0.1.2@b", "consumerGroup": "cg_split"}).code == 0
+        a.wait_incoming(40, timeout=1)
+        # broadcasting groups are never notified (ConsumerManager.registerConsumer)
+        bc = json.loads(heartbeat_body("10.0.1.1@a", "cg_bcast", subs))
+        bc["consumerDataSet"][0]["messageModel"] = "BROADCASTING"
+        assert a.request(34, body=json.dumps(bc).encode()).code == 0
+        bc["clientID"] = "10.0.1.2@b"
+        assert b.request(34, body=json.dumps(bc).encode()).code == 0
+        time.sleep(0.3)
+        assert not [x for x in a.incoming + b.incoming if x.code == 40]
+    finally:
+        for w in (a, b):
+            w.close()
