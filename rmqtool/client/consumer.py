@@ -22,7 +22,7 @@ from typing import Any
 from rmqtool.client import namespace as ns
 from rmqtool.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rmqtool.client.exceptions import BrokerError, ClientError
-from rmqtool.client.instance import ClientConfig, ClientInstance
+from rmqtool.client.instance import ClientConfig, ClientInstance, resolve_instance
 from rmqtool.client.message import ConsumeStatus, Message, MessageQueue, PullResult, PullStatus
 from rmqtool.client.offsets import (
     LocalFileOffsetStore,
@@ -648,13 +648,6 @@ class ConsumerImpl:
         return bool(pqs) and all(pq.caught_up and pq.msg_count == 0 for _, pq in pqs)
 
 
-def _resolve_instance(namesrv: str | None, instance: ClientInstance | None, config: ClientConfig | None,
-                      instance_name: str) -> tuple[ClientInstance, bool]:
-    if instance is not None:
-        return instance, False
-    return ClientInstance(namesrv, instance_name=instance_name, config=config), True
-
-
 class PushConsumer:
     """A push consumer: long-polling pull loops feed `listener` on `consume_thread_nums` threads.
 
@@ -675,7 +668,7 @@ class PushConsumer:
         check_group(group)
         # clustering consumers get a process-unique instance name (changeInstanceNameToPID)
         name = "DEFAULT" if message_model == BROADCASTING else f"{os.getpid()}#{time.monotonic_ns()}"
-        self.instance, self._own = _resolve_instance(namesrv, instance, config, name)
+        self.instance, self._own = resolve_instance(namesrv, instance, config, name)
         self.impl = ConsumerImpl(
             ns.wrap(namespace, group), self.instance, push=True, message_model=message_model,
             consume_from_where=consume_from_where, consume_timestamp=consume_timestamp,
@@ -771,8 +764,7 @@ class PullConsumer:
     def __init__(self, group: str, namesrv: str | None = None, *, namespace: str | None = None,
                  instance: ClientInstance | None = None, config: ClientConfig | None = None) -> None:
         check_group(group)
-        self.instance, self._own = _resolve_instance(namesrv, instance, config,
-                                                     f"{os.getpid()}#{time.monotonic_ns()}")
+        self.instance, self._own = resolve_instance(namesrv, instance, config)
         self.namespace = namespace
         self.impl = ConsumerImpl(ns.wrap(namespace, group), self.instance, push=False, namespace=namespace)
         self._started = False

@@ -76,6 +76,19 @@ def local_ip_towards(addr: str) -> str:
         return "127.0.0.1"
 
 
+
+def resolve_instance(namesrv: str | None, instance: ClientInstance | None, config: ClientConfig | None,
+                     instance_name: str | None = None) -> tuple[ClientInstance, bool]:
+    """The caller's shared instance (not ours to shut down), or a new one we own (flag True).
+
+    Without `instance_name` the new instance gets a process-unique name (changeInstanceNameToPID),
+    so two clients of one process do not share a client id by accident.
+    """
+    if instance is not None:
+        return instance, False
+    name = instance_name if instance_name is not None else f"{os.getpid()}#{time.monotonic_ns()}"
+    return ClientInstance(namesrv, instance_name=name, config=config), True
+
 class ClientInstance:
     """Owns the loop thread, the connections and the route table shared by producers and consumers."""
 

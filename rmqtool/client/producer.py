@@ -11,7 +11,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
@@ -20,7 +19,7 @@ from rmqtool.client import namespace as ns
 from rmqtool.client.batch import encode_messages
 from rmqtool.client.exceptions import BrokerError, ClientError
 from rmqtool.client.fault import MQFaultStrategy, TopicPublishInfo
-from rmqtool.client.instance import ClientConfig, ClientInstance
+from rmqtool.client.instance import ClientConfig, ClientInstance, resolve_instance
 from rmqtool.client.message import LocalTransactionState, Message, MessageQueue, SendResult, SendStatus
 from rmqtool.client.route import (
     TopicRouteData,
@@ -376,14 +375,6 @@ async def check_transaction_state(instance: ClientInstance, cmd: RemotingCommand
     await conn.oneway(req)
 
 
-def _resolve_instance(namesrv: str | None, instance: ClientInstance | None,
-                      config: ClientConfig | None) -> tuple[ClientInstance, bool]:
-    if instance is not None:
-        return instance, False
-    name = f"{os.getpid()}#{time.monotonic_ns()}"
-    return ClientInstance(namesrv, instance_name=name, config=config), True
-
-
 class Producer:
     """A RocketMQ producer speaking the remoting protocol, usable from plain (threaded) code.
 
@@ -399,7 +390,7 @@ class Producer:
                  send_latency_fault_enable: bool = False, default_topic_queue_nums: int = 4,
                  instance: ClientInstance | None = None, config: ClientConfig | None = None) -> None:
         check_group(group)
-        self.instance, self._own_instance = _resolve_instance(namesrv, instance, config)
+        self.instance, self._own_instance = resolve_instance(namesrv, instance, config)
         self.impl = ProducerImpl(
             ns.wrap(namespace, group), self.instance, namespace=namespace, send_msg_timeout=send_msg_timeout,
             retry_times_when_send_failed=retry_times_when_send_failed,
