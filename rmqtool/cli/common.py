@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import importlib
 import json
-import re
 import sys
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Annotated, Any
 
 import typer
 
-from rmqtool.errors import InvalidInput, RemotingError, StoreError
+from rmqtool.errors import RemotingError, StoreError
+from rmqtool.timeparse import parse_duration_ms as parse_duration_ms  # re-exported for the commands
+from rmqtool.timeparse import parse_time_ms as parse_time_ms
 
 StoreOption = Annotated[
     Path | None,
@@ -130,33 +130,6 @@ def _first_file(d: Path) -> Path | None:
         return None
     files = sorted(f for f in d.iterdir() if f.is_file() and f.name.isdigit() and f.stat().st_size > 0)
     return files[0] if files else None
-
-
-# -- times and durations -------------------------------------------------------------------------
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_duration_ms(text: str) -> int:
-    """`1500ms`, `90s`, `5m`, `2h`, `1d` (decimals allowed: `1.5s`) -> milliseconds."""
-    m = _DURATION.match(text)
-    if not m:
-        raise InvalidInput(f"duration {text!r}: use a number with ms, s, m, h or d (1500ms, 90s, 5m, 2h, 1d)")
-    return int(round(float(m.group(1)) * _UNIT_MS[m.group(2)]))
-
-
-def parse_time_ms(text: str) -> int:
-    """Epoch milliseconds or ISO-8601 (`2026-11-30T12:00:00Z`; without a zone it is UTC) -> epoch ms."""
-    t = text.strip()
-    if re.fullmatch(r"-?\d+", t):
-        return int(t)
-    try:
-        dt = datetime.fromisoformat(t.replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(f"time {text!r}: use epoch milliseconds or ISO-8601 like 2026-11-30T12:00:00Z") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
 
 
 # -- output --------------------------------------------------------------------------------------

@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from typing import Any
 
 from rmqtool.client.consumer import (
@@ -33,6 +32,7 @@ from rmqtool.client.producer import Producer
 from rmqtool.client.subscription import SQL92, TAG
 from rmqtool.errors import InvalidInput
 from rmqtool.layouts.message import MessageExt
+from rmqtool.timeparse import parse_time_ms
 
 SEND_WINDOW = 64  # sends in flight when neither --queue nor --sharding-key asks for order
 
@@ -104,19 +104,6 @@ async def _send_windowed(p: Producer, chunks: list[list[Message]]) -> list[SendR
 
 
 # ---- consume ----------------------------------------------------------------------------------------
-def parse_time_ms(text: str) -> int:
-    t = text.strip()
-    if re.fullmatch(r"-?\d+", t):
-        return int(t)
-    try:
-        dt = datetime.fromisoformat(t.replace("z", "Z").replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(f"time {text!r}: use epoch milliseconds or ISO-8601 like 2026-11-30T12:00:00Z") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
-
-
 def exec_env(m: MessageExt) -> dict[str, str]:
     """The message's fields for `--exec`: RMQ_TOPIC, RMQ_MSG_ID, ..., RMQ_PROP_<NAME> per property."""
     env = {"RMQ_TOPIC": m.topic, "RMQ_MSG_ID": m.msg_id, "RMQ_OFFSET_MSG_ID": m.offset_msg_id,
