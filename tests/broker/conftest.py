@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,19 +15,7 @@ import pytest
 
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import Connection, connect
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def rmqtool_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("NAMESRV_ADDR", None)
-    env.pop("RMQ_STORE", None)
-    return env
-
-
-READY = re.compile(r"name server ([\d.]+):(\d+), broker (\S+) ([\d.]+):(\d+), store (.+)$")
+from tests.serve_helpers import READY, rmqtool_env, start_serve, stop_process  # noqa: F401 (READY, rmqtool_env: re-exported)
 
 # fast transaction checks and 1 s delay levels for the tests (RocketMQ property names)
 TEST_CONF = """\
@@ -54,23 +40,13 @@ class ServeProcess:
         self.conf_path = store.parent / f"{store.name}.conf"
         self.conf_path.write_text(conf)
         self.stderr_path = store.parent / f"{store.name}.stderr"
-        self._err = open(self.stderr_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rmqtool", "serve", "--store", str(store), "--namesrv-port", "0",
-             *(["--broker-port", str(broker_port)] if broker_port is not None else []),
-             "-c", str(self.conf_path), *extra_args],
-            stdout=subprocess.PIPE, stderr=self._err, env=rmqtool_env())
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            m = READY.search(self.stderr_path.read_text(errors="replace"))
-            if m:
-                self.namesrv = f"{m.group(1)}:{m.group(2)}"
-                self.broker_name = m.group(3)
-                self.broker = f"{m.group(4)}:{m.group(5)}"
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
+        self.proc, m = start_serve(store, self.conf_path, self.stderr_path, broker_port=broker_port,
+                                   extra_args=extra_args, stdout=subprocess.PIPE)
+        if m:
+            self.namesrv = f"{m.group(1)}:{m.group(2)}"
+            self.broker_name = m.group(3)
+            self.broker = f"{m.group(4)}:{m.group(5)}"
+            return
         self.stop()
         raise RuntimeError(f"serve did not become ready:\n{self.stderr_path.read_text(errors='replace')}")
 
@@ -99,15 +75,7 @@ class ServeProcess:
         return count
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._err.close()
-        return self.proc.returncode
+        return stop_process(self.proc, sig, timeout)
 
 
 class Wire:

@@ -8,19 +8,17 @@ parameter skips.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.serve_helpers import ROOT, rmqtool_env, start_serve, stop_process
+
 JAVA_DIR = ROOT / "tests" / "interop" / "java"
-READY = re.compile(r"name server ([\d.]+):(\d+), broker (\S+) ([\d.]+):(\d+)")
 
 SERVE_CONF = """\
 brokerClusterName=DefaultCluster
@@ -34,12 +32,7 @@ enablePropertyFilter=true
 """
 
 
-def env() -> dict[str, str]:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
-    e.pop("NAMESRV_ADDR", None)
-    e.pop("RMQ_STORE", None)
-    return e
+env = rmqtool_env
 
 
 def free_port() -> int:
@@ -85,40 +78,24 @@ class ServeServer(Server):
 
     def _start(self) -> None:
         self.err_path = self.root / f"serve-{time.monotonic_ns()}.stderr"
-        err = open(self.err_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rmqtool", "serve", "--store", str(self.store), "--namesrv-port",
-             str(self.ports[0]), "--broker-port", str(self.ports[1]), "-c", str(self.conf)],
-            stdout=subprocess.DEVNULL, stderr=err, env=env())
-        err.close()
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            m = READY.search(self.err_path.read_text(errors="replace"))
-            if m:
-                self.namesrv = f"{m.group(1)}:{m.group(2)}"
-                self.broker_name = m.group(3)
-                self.broker = f"{m.group(4)}:{m.group(5)}"
-                self.ports = (int(m.group(2)), int(m.group(5)))
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
+        self.proc, m = start_serve(self.store, self.conf, self.err_path, namesrv_port=self.ports[0],
+                                   broker_port=self.ports[1])
+        if m:
+            self.namesrv = f"{m.group(1)}:{m.group(2)}"
+            self.broker_name = m.group(3)
+            self.broker = f"{m.group(4)}:{m.group(5)}"
+            self.ports = (int(m.group(2)), int(m.group(5)))
+            return
         self.kill()
         raise RuntimeError(f"serve did not start: {self.err_path.read_text(errors='replace')}")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc:
+            stop_process(self.proc, timeout=15)
 
     def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc:
+            stop_process(self.proc, signal.SIGKILL)
 
     def restart(self) -> None:
         """Start again on the same ports and store (after `kill` or `stop`)."""
