@@ -515,13 +515,21 @@ def _fixed_file(path: Path, default: str) -> Path:
     return path
 
 
-def dissect_checkpoint(path: Path, f: Filters, progress: Progress = None) -> Iterator[Item]:
-    path = _fixed_file(path, "checkpoint")
+def _read_fixed(path: Path, default: str, size: int) -> tuple[str, bytes, Item | None]:
+    """A fixed-layout file's (relative name, first 4096 bytes, problem item when shorter than `size`)."""
+    path = _fixed_file(path, default)
     rel = relpath(path, _root_and_rel(path)[1])
     raw = path.read_bytes()[:4096]
-    if len(raw) < STORE_CHECKPOINT.size:
-        yield Item("problem", rel, 0, {"type": "problem", "problem": "file-size-mismatch",
-                                             "detail": f"checkpoint is {len(raw)} bytes"})
+    if len(raw) >= size:
+        return rel, raw, None
+    return rel, raw, Item("problem", rel, 0, {"type": "problem", "problem": "file-size-mismatch",
+                                               "detail": f"{default} is {len(raw)} bytes"})
+
+
+def dissect_checkpoint(path: Path, f: Filters, progress: Progress = None) -> Iterator[Item]:
+    rel, raw, short = _read_fixed(path, "checkpoint", STORE_CHECKPOINT.size)
+    if short is not None:
+        yield short
         return
     physic, logics, index_ts, master, confirm = STORE_CHECKPOINT.unpack_from(raw, 0)
     item = Item("checkpoint", rel, 0, {
@@ -535,12 +543,9 @@ def dissect_checkpoint(path: Path, f: Filters, progress: Progress = None) -> Ite
 
 
 def dissect_timercheck(path: Path, f: Filters, progress: Progress = None) -> Iterator[Item]:
-    path = _fixed_file(path, "timercheck")
-    rel = relpath(path, _root_and_rel(path)[1])
-    raw = path.read_bytes()[:4096]
-    if len(raw) < TIMER_CHECKPOINT.size:
-        yield Item("problem", rel, 0, {"type": "problem", "problem": "file-size-mismatch",
-                                             "detail": f"timercheck is {len(raw)} bytes"})
+    rel, raw, short = _read_fixed(path, "timercheck", TIMER_CHECKPOINT.size)
+    if short is not None:
+        yield short
         return
     read, flush, q, mq, sv, ts, counter = TIMER_CHECKPOINT.unpack_from(raw, 0)
     item = Item("timercheck", rel, 0, {
