@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from rmqtool.client import namespace as ns
 from rmqtool.client.batch import encode_messages
-from rmqtool.client.exceptions import BrokerError, ClientError
+from rmqtool.client.exceptions import BrokerError, ClientError, response_header
 from rmqtool.client.fault import MQFaultStrategy, TopicPublishInfo
 from rmqtool.client.instance import ClientConfig, ClientInstance, resolve_instance
 from rmqtool.client.message import LocalTransactionState, Message, MessageQueue, SendResult, SendStatus
@@ -213,10 +213,7 @@ class ProducerImpl:
         status = _STATUS_BY_CODE.get(resp.code)
         if status is None:
             raise BrokerError(resp.code, resp.remark, addr)
-        try:
-            h = SendMessageResponseHeader.from_ext(resp.ext_fields)
-        except ValueError as e:
-            raise BrokerError(resp.code, f"bad send response header: {e}", addr) from None
+        h = response_header(resp, SendMessageResponseHeader, addr, "send")
         topic = ns.unwrap(self.namespace, msg.topic)
         return SendResult(status, uniq_ids or msg.properties.get(P.UNIQ_KEY, ""), h.msgId,
                           MessageQueue(topic, mq.broker_name, h.queueId), h.queueOffset,

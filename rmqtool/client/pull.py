@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rmqtool.client.exceptions import BrokerError, ClientError
+from rmqtool.client.exceptions import BrokerError, ClientError, response_header
 from rmqtool.client.message import MessageQueue, PullResult, PullStatus
 from rmqtool.client.subscription import SubscriptionData, matches_tags
 from rmqtool.layouts import properties as P
@@ -84,10 +84,7 @@ async def pull_kernel(instance: ClientInstance, group: str, mq: MessageQueue, su
     status = _STATUS.get(resp.code)
     if status is None:
         raise BrokerError(resp.code, resp.remark, addr)
-    try:
-        h = PullMessageResponseHeader.from_ext(resp.ext_fields)
-    except ValueError as e:
-        raise BrokerError(resp.code, f"bad pull response header: {e}", addr) from None
+    h = response_header(resp, PullMessageResponseHeader, addr, "pull")
     result = PullResult(status, h.nextBeginOffset, h.minOffset, h.maxOffset,
                         suggest_which_broker_id=h.suggestWhichBrokerId)
     if status == PullStatus.FOUND:
@@ -120,8 +117,5 @@ async def query_offset(instance: ClientInstance, code: int, mq: MessageQueue, ex
     if resp.code != ResponseCode.SUCCESS:
         raise BrokerError(resp.code, resp.remark, addr)
     if field == "offset":
-        try:
-            return OffsetResponseHeader.from_ext(resp.ext_fields).offset
-        except ValueError as e:
-            raise BrokerError(resp.code, f"bad offset response header: {e}", addr) from None
+        return response_header(resp, OffsetResponseHeader, addr, "offset").offset
     return int(resp.ext_fields.get(field, "0"))
