@@ -24,7 +24,7 @@ from rmqtool.client.message import Message
 from rmqtool.errors import InvalidInput, StoreError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
-from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
+from rmqtool.layouts.message import Blank, MessageExt, RecordError, body_fields, decode_record
 from rmqtool.layouts.net import Host
 
 # Properties the broker or a previous delivery added: a replayed message starts clean of them.
@@ -285,7 +285,7 @@ def replay(items: Iterable[ReplayItem], target: Target | None, *, dry_run: bool 
         if dry_run or target is None:
             row: dict[str, Any] = {"status": "DRY_RUN", "topic": msg.topic, "tags": msg.properties.get(P.TAGS),
                                    "keys": msg.properties.get(P.KEYS), "properties": msg.properties}
-            row.update(_body_field(msg.body))
+            row.update(body_fields(msg.body))
         else:
             try:
                 row = target.send(msg)
@@ -309,10 +309,3 @@ def replay(items: Iterable[ReplayItem], target: Target | None, *, dry_run: bool 
             on_progress(summary.selected)
     summary.seconds = time.monotonic() - t0
     return summary
-
-
-def _body_field(body: bytes) -> dict[str, str]:
-    try:
-        return {"body": body.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"bodyBase64": base64.b64encode(body).decode("ascii")}

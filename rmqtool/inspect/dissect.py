@@ -6,7 +6,6 @@ memory, and treat a record or unit of zeros as the end of the data (a live broke
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ from rmqtool.layouts.constants import (
 )
 from rmqtool.layouts.consumequeue import CqUnit
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER, IndexEntry, IndexHeader
-from rmqtool.layouts.message import Blank, MessageExt, RecordError, body_crc, decode_record
+from rmqtool.layouts.message import Blank, MessageExt, RecordError, body_crc, body_fields, decode_record
 from rmqtool.layouts.msgid import decode_offset_msg_id
 from rmqtool.layouts.timer import TimerLogBlank, TimerLogUnit, TimerSlot
 
@@ -83,10 +82,7 @@ def message_fields(msg: MessageExt, *, body_hex: bool = False, crc_ok: bool | No
     except Exception as e:  # noqa: BLE001 - a damaged compressed body is shown, not fatal
         body = msg.body
         d["bodyError"] = f"cannot decompress: {e.__class__.__name__}"
-    try:
-        d["body"] = body.decode("utf-8")
-    except UnicodeDecodeError:
-        d["bodyBase64"] = base64.b64encode(body).decode("ascii")
+    d.update(body_fields(body))
     if body_hex:
         d["bodyHex"] = msg.body.hex()
     if crc_ok is False:
