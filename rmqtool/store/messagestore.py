@@ -37,7 +37,7 @@ from rmqtool.store.checkpoint import StoreCheckpoint
 from rmqtool.store.commitlog import CommitLog
 from rmqtool.store.config import StoreConfig, parse_delay_levels
 from rmqtool.store.consumequeue import BLANK_SIZE, ConsumeQueueStore
-from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_message, tags_code_of
+from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_record, tags_code_of
 from rmqtool.store.flush import FlushService
 from rmqtool.store.index import IndexService
 from rmqtool.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
@@ -207,9 +207,9 @@ class MessageStore:
         if not self.read_only:
             dispatcher, levels = self.dispatcher, self.delay_levels_ms
 
-            def on_record(msg: MessageExt) -> None:
-                if msg.commit_log_offset >= dispatch_from:
-                    dispatcher.dispatch(request_from_message(msg, levels))
+            def on_record(buf: memoryview, pos: int, commit_log_offset: int) -> None:
+                if commit_log_offset >= dispatch_from:
+                    dispatcher.dispatch(request_from_record(buf, pos, commit_log_offset, levels))
 
         process = cl.scan_valid(start, check_crc=self.config.check_crc_on_recover, on_record=on_record,
                                 needs_dispatch=needs_dispatch)
