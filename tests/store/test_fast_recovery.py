@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from rmqtool.layouts.constants import TRANSACTION_PREPARED_TYPE
 from rmqtool.layouts.consumequeue import CQ_UNIT
+from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import MessageExt, decode_record, encode_record
 from rmqtool.layouts.net import Host
 from rmqtool.store.commitlog import check_record_fast
@@ -105,3 +106,18 @@ def test_clean_open_with_a_lying_cq_falls_back_to_the_full_scan(store_dir, cfg):
         # full scan from the CommitLog's start: the commitlog is intact, so nothing is lost
         assert store.max_phy_offset == results[-1].wrote_offset + results[-1].wrote_bytes
         assert store.put_message(make_msg(99, queue_id=1)).ok
+
+
+def test_get_message_raw_path_returns_the_same_bytes_without_decoding(store_dir, cfg):
+    with MessageStore.open(store_dir, cfg) as store:
+        for i in range(30):
+            store.put_message(make_msg(i, queue_id=0, TAGS="TagA" if i % 3 else "TagB"))
+        for kw in ({}, {"tags_codes": {java_string_hash("TagB")}},
+                   {"filter": lambda m: m.properties["UNIQ_KEY"].endswith("7")},
+                   {"max_bytes": 500}):
+            full = store.get_message("TopicTest", 0, 2, 8, **kw)
+            raw = store.get_message("TopicTest", 0, 2, 8, decode=False, **kw)
+            assert raw.messages == [] and full.messages
+            assert [bytes(r) for r in raw.raw] == [bytes(r) for r in full.raw]
+            assert (raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset) == (
+                full.status, full.next_begin_offset, full.min_offset, full.max_offset)
