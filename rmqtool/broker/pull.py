@@ -129,7 +129,8 @@ class PullProcessor:
     async def _pull_once(self: Any, cmd: RemotingCommand, h: PullMessageRequestHeader, max_msgs: int,
                          codes: set[int] | None, flt: Callable[[MessageExt], bool] | None) -> RemotingCommand:
         store = self.store
-        kw: dict[str, Any] = {"max_bytes": MAX_TRANSFER_BYTES}
+        # raw path: the body is the stored bytes; records are decoded only for a SQL92 filter
+        kw: dict[str, Any] = {"max_bytes": MAX_TRANSFER_BYTES, "decode": False}
         if codes is not None:
             kw["tags_codes"] = codes
         if flt is not None:
