@@ -216,15 +216,15 @@ class CommitLog:
             offset += msg.total_size
 
     # -- recovery ---------------------------------------------------------------------------------
-    def scan_valid(self, start: int, *, check_crc: bool, on_record: Callable[[MessageExt], None] | None,
+    def scan_valid(self, start: int, *, check_crc: bool, on_record: Callable[[memoryview, int, int], None] | None,
                    needs_dispatch: NeedsDispatch | None = None) -> int:
         """Check every record from `start` as `checkMessageAndReturnSize`; returns processOffset.
 
         Files are read in full (their write positions are not known yet). The scan stops at
         the first record that fails (bad magic, CRC, size, truncation, or the zero tail);
         a blank moves on to the next file if there is one. Records are checked with
-        `check_record_fast`; only those `needs_dispatch` accepts (all, without it) are decoded
-        (body not copied) and handed to `on_record`.
+        `check_record_fast`; only those `needs_dispatch` accepts (all, without it) are handed
+        to `on_record(file_view, position_in_file, commit_log_offset)`.
         """
         files = self.mfq.files
         if not files:
@@ -245,11 +245,11 @@ class CommitLog:
                         mv, pos, file_size, check_crc)
                     if total < 0:
                         break
-                    if on_record is not None:
-                        topic = str(mv[topic_pos : topic_pos + topic_len], "utf-8", "replace")
-                        if needs_dispatch is None or needs_dispatch(base + pos, topic, queue_id, queue_offset,
-                                                                    sys_flag, total):
-                            on_record(decode_record(mv, pos, file_size, check_crc=False, read_body=False))
+                    if on_record is not None and (
+                            needs_dispatch is None
+                            or needs_dispatch(base + pos, str(mv[topic_pos : topic_pos + topic_len], "utf-8", "replace"),
+                                              queue_id, queue_offset, sys_flag, total)):
+                        on_record(mv, pos, base + pos)
                     pos += total
                     if pos >= file_size:
                         break

@@ -7,12 +7,16 @@ CommitLogDispatcherBuildIndex. Live appends and recovery both build a `DispatchR
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
+    BORNHOST_V6_FLAG,
+    MESSAGE_MAGIC_CODE_V2,
     SCHEDULE_TOPIC,
+    STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -67,6 +71,42 @@ def request_from_message(msg: MessageExt, delay_levels_ms: list[int]) -> Dispatc
         tags_code_of(msg.topic, props, msg.store_timestamp, delay_levels_ms), msg.store_timestamp,
         msg.queue_offset, props.get(P.KEYS), props.get(P.UNIQ_KEY), msg.sys_flag, msg.prepared_transaction_offset,
         props,
+    )
+
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp (48 bytes)
+_unpack_q = struct.Struct(">q").unpack_from
+_unpack_mid = struct.Struct(">iqi").unpack_from
+_unpack_i16 = struct.Struct(">h").unpack_from
+_unpack_i8 = struct.Struct(">b").unpack_from
+
+
+def request_from_record(buf: memoryview, pos: int, commit_log_offset: int, delay_levels_ms: list[int]) -> DispatchRequest:
+    """A DispatchRequest straight from a record already checked by `check_record_fast`.
+
+    Recovery's hot path: reads only the fields dispatch needs (no MessageExt, no body copy, no
+    host decoding). Field for field the same as `request_from_message(decode_record(...))`.
+    """
+    (total, magic, _crc, queue_id, _flag, queue_offset, _phys, sys_flag, _born) = _HEAD.unpack_from(buf, pos)
+    p = pos + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+    store_ts = _unpack_q(buf, p)[0]
+    p += 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
+    _reconsume, prepared, body_len = _unpack_mid(buf, p)
+    p += 16 + body_len
+    if magic == MESSAGE_MAGIC_CODE_V2:
+        topic_len = _unpack_i16(buf, p)[0]
+        p += 2
+    else:
+        topic_len = _unpack_i8(buf, p)[0]
+        p += 1
+    topic = str(buf[p : p + topic_len], "utf-8", "replace")
+    p += topic_len
+    props_len = _unpack_i16(buf, p)[0]
+    p += 2
+    props = P.decode_properties(str(buf[p : p + props_len], "utf-8", "replace"))
+    return DispatchRequest(
+        topic, queue_id, commit_log_offset, total, tags_code_of(topic, props, store_ts, delay_levels_ms), store_ts,
+        queue_offset, props.get(P.KEYS), props.get(P.UNIQ_KEY), sys_flag, prepared, props,
     )
 
 

@@ -37,7 +37,7 @@ from rmqtool.store.checkpoint import StoreCheckpoint
 from rmqtool.store.commitlog import CommitLog
 from rmqtool.store.config import StoreConfig, parse_delay_levels
 from rmqtool.store.consumequeue import BLANK_SIZE, ConsumeQueueStore
-from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_message, tags_code_of
+from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_record, tags_code_of
 from rmqtool.store.flush import FlushService
 from rmqtool.store.index import IndexService
 from rmqtool.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
@@ -92,6 +92,9 @@ class GetMessageResult:
     next_begin_offset: int = 0
     min_offset: int = 0
     max_offset: int = 0
+
+
+_unpack_ii = struct.Struct(">ii").unpack_from
 
 
 def _now_ms() -> int:
@@ -207,9 +210,9 @@ class MessageStore:
         if not self.read_only:
             dispatcher, levels = self.dispatcher, self.delay_levels_ms
 
-            def on_record(msg: MessageExt) -> None:
-                if msg.commit_log_offset >= dispatch_from:
-                    dispatcher.dispatch(request_from_message(msg, levels))
+            def on_record(buf: memoryview, pos: int, commit_log_offset: int) -> None:
+                if commit_log_offset >= dispatch_from:
+                    dispatcher.dispatch(request_from_record(buf, pos, commit_log_offset, levels))
 
         process = cl.scan_valid(start, check_crc=self.config.check_crc_on_recover, on_record=on_record,
                                 needs_dispatch=needs_dispatch)
@@ -406,8 +409,13 @@ class MessageStore:
     # -- get --------------------------------------------------------------------------------------
     def get_message(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32, *,
                     tags_codes: set[int] | None = None, filter: Callable[[MessageExt], bool] | None = None,
-                    max_bytes: int = 256 * 1024) -> GetMessageResult:
-        """`DefaultMessageStore.getMessage`: up to `max_msgs` messages from `offset` of one queue."""
+                    max_bytes: int = 256 * 1024, decode: bool = True) -> GetMessageResult:
+        """`DefaultMessageStore.getMessage`: up to `max_msgs` messages from `offset` of one queue.
+
+        With `decode=False` only `raw` is filled (the record bytes a PULL body is made of):
+        records are checked by magic and size only, and decoded only when `filter` needs them.
+        CQ tagsCodes are matched before any CommitLog byte is read.
+        """
         cq = self.cqs.find(topic, queue_id)
         if cq is None:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
@@ -436,12 +444,15 @@ class MessageStore:
         scanned = 0
         total_bytes = 0
         removed = False
-        while scanned < max_scan and len(res.messages) < max_msgs and cur < max_off:
+        found = 0
+        messages, raws = res.messages, res.raw
+        read = cl.read_bytes
+        while scanned < max_scan and found < max_msgs and cur < max_off:
             units = cq.read_units(cur, min(max_scan - scanned, max_off - cur))
             if not units:
                 break
             for phys, size, tags_code in units:
-                if len(res.messages) >= max_msgs or (res.messages and total_bytes + size > max_bytes):
+                if found >= max_msgs or (found and total_bytes + size > max_bytes):
                     break
                 cur += 1
                 scanned += 1
@@ -452,23 +463,28 @@ class MessageStore:
                     continue
                 if tags_codes is not None and tags_code not in tags_codes:
                     continue
-                raw = cl.read_bytes(phys, size)
+                raw = read(phys, size)
                 if raw is None:
                     continue
-                try:
-                    msg = decode_record(raw, check_crc=False)
-                except (RecordError, Blank):
-                    continue
-                if filter is not None and not filter(msg):
-                    continue
-                res.messages.append(msg)
-                res.raw.append(raw)
+                if decode or filter is not None:
+                    try:
+                        msg = decode_record(raw, check_crc=False)
+                    except (RecordError, Blank):
+                        continue
+                    if filter is not None and not filter(msg):
+                        continue
+                    if decode:
+                        messages.append(msg)
+                elif size < 91 or _unpack_ii(raw, 0) not in ((size, MESSAGE_MAGIC_CODE), (size, MESSAGE_MAGIC_CODE_V2)):
+                    continue  # what decode_record would reject first: not a record of this size
+                raws.append(raw)
+                found += 1
                 total_bytes += size
             else:
                 continue
             break
         res.next_begin_offset = cur
-        if res.messages:
+        if found:
             res.status = GetMessageStatus.FOUND
         elif removed:
             res.status = GetMessageStatus.MESSAGE_WAS_REMOVING

@@ -183,3 +183,19 @@ def test_every_member_is_notified_at_once_when_a_consumer_joins_or_leaves(serve,
     finally:
         for w in (a, b):
             w.close()
+
+
+def test_oneway_offset_commits_apply_in_arrival_order_before_later_queries(serve, broker):
+    """A rebalance hand-over: the old owner commits oneway, then anyone's QUERY_CONSUMER_OFFSET
+    sent after it must see it (no reordering of a connection's requests, no deferred commit)."""
+    q = {"consumerGroup": "cg_order", "topic": "CA_Order", "queueId": "0"}
+    broker.request(310, send_ext("CA_Order", 0), b"x")
+    other = Wire(serve.broker)
+    try:
+        for i in range(1, 60):
+            for v in (i * 10 - 5, i * 10):  # two commits back to back, the last one wins
+                broker.oneway(15, {**q, "commitOffset": str(v)})
+            assert broker.request(14, q).ext_fields["offset"] == str(i * 10)
+            assert other.request(14, q).ext_fields["offset"] == str(i * 10)
+    finally:
+        other.close()
