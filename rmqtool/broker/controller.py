@@ -25,7 +25,6 @@ from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.pull import PullProcessor
-from rmqtool.broker.rawget import supports_raw_get
 from rmqtool.broker.send import SendProcessor
 from rmqtool.broker.transaction import TransactionProcessor
 from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic, StoreError
@@ -86,7 +85,6 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         # avoids a thread hop and GIL hand-offs per request. With sync flush a put waits for the
         # disk, so it runs on the pool, where concurrent puts share one fsync (group commit).
         self.inline_store_calls = str(self.config.flush_disk_type).upper() != "SYNC_FLUSH"
-        self.raw_get = supports_raw_get(self.store)
         self.loop: asyncio.AbstractEventLoop | None = None
         self.hold: PullHoldService | None = None
         self._tasks: list[asyncio.Task] = []

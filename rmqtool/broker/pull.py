@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from rmqtool.broker.rawget import get_raw
 from rmqtool.broker.sql92 import SelectorError, compile_selector
 from rmqtool.layouts.message import MessageExt
 from rmqtool.remoting.bodies import SubscriptionData
@@ -134,13 +133,9 @@ class PullProcessor:
         kw: dict[str, Any] = {"max_bytes": MAX_TRANSFER_BYTES, "decode": False}
         if codes is not None:
             kw["tags_codes"] = codes
-        if flt is None and self.raw_get:
-            # tag or no filter: record bytes straight from the log, no MessageExt per message
-            result = await self.run(get_raw, store, h.topic, h.queueId, h.queueOffset, max_msgs, **kw)
-        else:
-            if flt is not None:
-                kw["filter"] = flt
-            result = await self.run(store.get_message, h.topic, h.queueId, h.queueOffset, max_msgs, **kw)
+        if flt is not None:
+            kw["filter"] = flt
+        result = await self.run(store.get_message, h.topic, h.queueId, h.queueOffset, max_msgs, **kw)
         status = str(getattr(result.status, "name", result.status))
         code = _STATUS.get(status)
         if status in ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"):

@@ -211,7 +211,7 @@ def rebuild_wheel_slots(units, precision_ms: int) -> dict[int, tuple[int, int, i
         delayed = cwt + delay
         idx = wheel_slot_index(delayed, precision_ms)
         t = delayed // precision_ms
-        num_delta = -1 if magic & TIMER_MAGIC_DELETE and not magic & 2 else 1
+        num_delta = -1 if magic & TIMER_MAGIC_DELETE else 1  # doEnqueue: isDelete ? num - 1 : num + 1
         cur = slots.get(idx)
         if cur is None or cur[0] != t:
             slots[idx] = (t, pos, pos, num_delta, 0)

@@ -63,7 +63,7 @@ def check_store(root: Path, *, check_crc: bool = True, state: VerifyState | None
     with CommitLogReader(files) as reader:
         yield from check_consume_queues(root, reader, st)
         yield from check_index_files(root, reader, st)
-        yield from check_timerlog_units(root, reader, st.cfg)
+    yield from check_timerlog_units(root, st.cfg)
     yield from check_wheel_slots(root, st.cfg)
     yield from check_checkpoints(root, st)
     yield from check_configs(root, st)

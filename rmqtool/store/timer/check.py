@@ -1,238 +1,378 @@
-"""Consistency checks of a store's timer files, for `verify` and the timer tests.
+"""Consistency checks of a store's timer files: the one implementation, for the timer tests and `verify`.
 
-Pure functions over a store directory (nothing is written); each yields problem dicts
+Pure functions over a store directory (nothing is written); problems are dicts
 `{"file", "pos", "kind", "detail"}` with `file` relative to the store root and `pos` the byte
-offset inside that file. What is checked:
-* every TimerLog unit up to the end of the log is well-formed (size 52, magic flags only);
+offset inside that file. `rmqtool.inspect` adapts them to its own `Problem` kinds. What is checked:
+* every TimerLog file has the configured size, and every unit up to the end of the log is
+  well-formed (size 52, magic flags only); a bad unit ends the scan, as recovery's checkTimerLog;
+* every unit's `prevPos` is -1 or an earlier unit of the same slot time;
 * every unit points at a real CommitLog record on `rmq_sys_wheel_timer` of exactly `sizePy`
-  bytes (units below the CommitLog's first file are skipped: those files were expired);
+  bytes, whose `TIMER_OUT_MS` agrees with the unit's slot (rolled units excepted) and whose
+  REAL_TOPIC hashes to `hashCodeOfRealTopic` (units below the CommitLog's first file are
+  skipped: those files were expired);
 * every written wheel slot sits at its index, and walking its chain from lastPos through prevPos
-  stays in that slot, ends at firstPos, and counts to `num` (+1 per unit, -1 per delete marker);
-* every unit whose slot still holds its time is reachable from that slot.
+  goes backwards over valid units of that slot, passes firstPos, and counts to `num` (+1 per
+  unit, -1 per delete marker, as `doEnqueue`);
+* every unit whose slot still holds its time is on that slot's chain, and no unit's slot is empty.
+
+Nothing here raises on garbage bytes: damage is reported, never thrown.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
+from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     BLANK_MAGIC_CODE,
     DEFAULT_TIMERLOG_FILE_SIZE,
     TIMER_MAGIC_DELETE,
+    TIMER_MAGIC_ROLL,
     TIMER_SLOT_SIZE,
     TIMER_SLOTS_TOTAL,
     TIMER_TOPIC,
     TIMERLOG_UNIT_SIZE,
 )
+from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import Blank, RecordError, decode_record
 from rmqtool.layouts.timer import TIMER_SLOT, TIMERLOG_UNIT
 from rmqtool.store.timer.timerlog import is_magic_ok
 
 Problem = dict[str, object]
-_WHEEL_CHUNK = 65536
+WHEEL_SLOTS = TIMER_SLOTS_TOTAL * 2
+_WHEEL_CHUNK = 65536 * TIMER_SLOT_SIZE
+_MAX_RECORD = 1 << 30
 
 
 def _problem(file: str, pos: int, kind: str, detail: str) -> Problem:
     return {"file": file, "pos": pos, "kind": kind, "detail": detail}
 
 
-def _log_files(directory: Path) -> list[tuple[int, Path]]:
+class LogFile(NamedTuple):
+    """One offset-named file of a mapped-file queue."""
+
+    path: Path
+    base: int
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def log_files(directory: Path) -> list[LogFile]:
+    """The offset-named files of `directory`, in offset order."""
+    directory = Path(directory)
     if not directory.is_dir():
         return []
-    out = []
-    for p in sorted(directory.iterdir()):
-        if p.is_file() and p.name.isdigit():
-            out.append((int(p.name), p))
-    return out
+    out = [LogFile(p, int(p.name)) for p in directory.iterdir() if p.name.isdigit() and p.is_file()]
+    return sorted(out, key=lambda f: f.base)
 
 
-def scan_timerlog(root: Path, file_size: int = DEFAULT_TIMERLOG_FILE_SIZE) -> Iterator[tuple[int, tuple] | Problem]:
-    """Yield (absolute position, unit tuple) for each valid unit, or a problem dict; stops at the log's end."""
-    for from_offset, path in _log_files(Path(root) / "timerlog"):
-        name = f"timerlog/{path.name}"
-        size = path.stat().st_size
-        if size != file_size:
-            yield _problem(name, 0, "timerlog-file-size", f"{size} bytes, expected {file_size}")
-            continue
-        with open(path, "rb") as f:
+@dataclass(frozen=True, slots=True)
+class TimerUnit:
+    """One TimerLog unit where it was found; `file` is what the caller passed (has `.path`, `.base`)."""
+
+    file: Any
+    pos: int  # in the file
+    offset: int  # TimerLog offset = file base + pos
+    size: int
+    prev_pos: int
+    magic: int
+    curr_write_time: int
+    delay_time: int
+    offset_py: int
+    size_py: int
+    hash_code_of_real_topic: int
+
+    @property
+    def delayed_time(self) -> int:
+        return self.curr_write_time + self.delay_time
+
+
+@dataclass
+class ScanEnd:
+    """Where a scan stopped: `offset` is the end of the valid units (recovery's processOffset)."""
+
+    offset: int = 0
+    bad: Problem | None = None
+
+
+def _default_rel(path: Path) -> str:
+    return f"timerlog/{Path(path).name}"
+
+
+def _read_all(path: Path) -> bytes | mmap.mmap:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def iter_timerlog(files: Iterable[Any], rel: Callable[[Path], str] = _default_rel, end: ScanEnd | None = None,
+                  problems: list[Problem] | None = None) -> Iterator[TimerUnit]:
+    """Units in TimerLog order: the one scanner (checks, `inspect timerlog`, repair).
+
+    A blank moves to the next file, zeros end a file. A unit with a bad size or magic ends the
+    scan (recovery with `checkTimerLog`); it is appended to `problems` and set as `end.bad`.
+    """
+    unpack = TIMERLOG_UNIT.unpack_from
+    for qf in files:
+        buf = _read_all(qf.path)
+        try:
+            fsize = len(buf)
             pos = 0
-            while pos + 16 <= size:
-                head = f.read(TIMERLOG_UNIT_SIZE) if pos + TIMERLOG_UNIT_SIZE <= size else f.read(16)
-                unit_size, _prev, magic = TIMERLOG_UNIT.unpack_from(head.ljust(TIMERLOG_UNIT_SIZE, b"\0"))[:3]
-                if magic == BLANK_MAGIC_CODE:
-                    if unit_size != size - pos:
-                        yield _problem(name, pos, "timerlog-bad-blank", f"blank says {unit_size} bytes left, {size - pos} are")
+            while pos + 16 <= fsize:
+                size = int.from_bytes(buf[pos : pos + 4], "big", signed=True)
+                prev = int.from_bytes(buf[pos + 4 : pos + 12], "big", signed=True)
+                magic = int.from_bytes(buf[pos + 12 : pos + 16], "big", signed=True)
+                if size == 0 and magic == 0 and prev == 0:
                     break
-                if unit_size == 0 and magic == 0:
-                    return  # end of the log: zeros follow
-                if unit_size != TIMERLOG_UNIT_SIZE or not is_magic_ok(magic) or len(head) < TIMERLOG_UNIT_SIZE:
-                    yield _problem(name, pos, "timerlog-bad-unit", f"size {unit_size}, magic {magic}: not a TimerLog unit")
+                if magic == BLANK_MAGIC_CODE and size == fsize - pos:
+                    break
+                if pos + TIMERLOG_UNIT_SIZE > fsize or size != TIMERLOG_UNIT_SIZE or not is_magic_ok(magic):
+                    p = _problem(rel(qf.path), pos, "timerlog-bad-unit",
+                                 f"unit size {size} / magic {magic} is not a TimerLog unit; recovery stops here")
+                    if problems is not None:
+                        problems.append(p)
+                    if end is not None:
+                        end.bad = p
                     return
-                yield from_offset + pos, TIMERLOG_UNIT.unpack(head)
+                f = unpack(buf, pos)
+                yield TimerUnit(qf, pos, qf.base + pos, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7])
                 pos += TIMERLOG_UNIT_SIZE
+                if end is not None:
+                    end.offset = qf.base + pos
+        finally:
+            if isinstance(buf, mmap.mmap):
+                buf.close()
+
+
+class _UnitReader:
+    """Random access to the units a scan found valid: `(base, end of valid units)` per file."""
+
+    def __init__(self, files: list[LogFile], ranges: dict[int, int]) -> None:
+        self.files = {f.base: f for f in files}
+        self.ranges = ranges
+        self.bases = sorted(ranges)
+        self.fds: dict[int, int] = {}
+
+    def read(self, offset: int) -> tuple | None:
+        """The unit at `offset` if the scan found a valid unit there, else None."""
+        base = next((b for b in reversed(self.bases) if b <= offset), None)
+        if base is None or offset >= self.ranges[base] or (offset - base) % TIMERLOG_UNIT_SIZE:
+            return None
+        fd = self.fds.get(base)
+        if fd is None:
+            fd = self.fds[base] = os.open(self.files[base].path, os.O_RDONLY)
+        raw = os.pread(fd, TIMERLOG_UNIT_SIZE, offset - base)
+        return TIMERLOG_UNIT.unpack(raw) if len(raw) == TIMERLOG_UNIT_SIZE else None
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+
+def _scan_ranges(files: list[LogFile]) -> dict[int, int]:
+    """For each file base, the end offset of its valid units (one cheap pass)."""
+    ranges: dict[int, int] = {}
+    for u in iter_timerlog(files):
+        ranges[u.file.base] = u.offset + TIMERLOG_UNIT_SIZE
+    return ranges
 
 
 class _CommitLog:
     """Read-only random access to `commitlog/` by absolute offset."""
 
     def __init__(self, root: Path) -> None:
-        self.files = _log_files(Path(root) / "commitlog")
-        self.file_size = self.files[0][1].stat().st_size if self.files else 0
-        self.min_offset = self.files[0][0] if self.files else 0
-        self.max_offset = self.files[-1][0] + self.file_size if self.files else 0
+        self.files = log_files(Path(root) / "commitlog")
+        self.sizes = [f.path.stat().st_size for f in self.files]
+        self.min_offset = self.files[0].base if self.files else 0
+        self.max_offset = self.files[-1].base + self.sizes[-1] if self.files else 0
+        self.fds: dict[int, int] = {}
 
     def read(self, offset: int, size: int) -> bytes | None:
-        for base, path in self.files:
-            if base <= offset < base + self.file_size:
-                with open(path, "rb") as f:
-                    f.seek(offset - base)
-                    data = f.read(size)
+        for f, fsize in zip(self.files, self.sizes, strict=True):
+            if f.base <= offset < f.base + fsize:
+                fd = self.fds.get(f.base)
+                if fd is None:
+                    fd = self.fds[f.base] = os.open(f.path, os.O_RDONLY)
+                data = os.pread(fd, size, offset - f.base)
                 return data if len(data) == size else None
         return None
 
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
 
-def check_timerlog_targets(root: Path, timerlog_file_size: int = DEFAULT_TIMERLOG_FILE_SIZE) -> Iterator[Problem]:
-    """Every unit is well-formed and points at a real timer-topic record of `sizePy` bytes."""
+
+def check_timerlog_targets(root: Path, timerlog_file_size: int = DEFAULT_TIMERLOG_FILE_SIZE,
+                           precision_ms: int = 1000) -> Iterator[Problem]:
+    """Every unit is well-formed, chains backwards within its slot time, and points at its real record."""
     root = Path(root)
+    files = log_files(root / "timerlog")
+    for f in files:
+        size = f.path.stat().st_size
+        if size != timerlog_file_size:
+            yield _problem(_default_rel(f.path), 0, "timerlog-file-size",
+                           f"TimerLog file is {size} bytes, expected {timerlog_file_size}")
     commitlog = _CommitLog(root)
-    for item in scan_timerlog(root, timerlog_file_size):
-        if isinstance(item, dict):
-            yield item
-            continue
-        pos, unit = item
-        name, in_file = _timerlog_name(pos, timerlog_file_size)
-        offset_py, size_py = unit[5], unit[6]
-        if offset_py < commitlog.min_offset:
-            continue
-        raw = commitlog.read(offset_py, size_py) if size_py > 0 else None
-        if raw is None:
-            yield _problem(name, in_file, "timerlog-dangling",
-                           f"offsetPy {offset_py} sizePy {size_py} is not inside the CommitLog (ends at {commitlog.max_offset})")
-            continue
-        try:
-            msg = decode_record(raw, 0, read_body=False, check_crc=False)
-        except (Blank, RecordError) as e:
-            yield _problem(name, in_file, "timerlog-bad-target", f"offsetPy {offset_py}: no record there ({e})")
-            continue
-        if msg.total_size != size_py:
-            yield _problem(name, in_file, "timerlog-bad-target", f"offsetPy {offset_py}: record is {msg.total_size} bytes, unit says {size_py}")
-        elif msg.topic != TIMER_TOPIC:
-            yield _problem(name, in_file, "timerlog-bad-target", f"offsetPy {offset_py}: record is on {msg.topic!r}, not {TIMER_TOPIC}")
+    units = _UnitReader(files, _scan_ranges(files))
+    problems: list[Problem] = []
+    try:
+        for u in iter_timerlog(files, problems=problems):
+            rel = _default_rel(u.file.path)
+            t = u.delayed_time // precision_ms
+            if u.prev_pos != -1:
+                prev = units.read(u.prev_pos) if 0 <= u.prev_pos < u.offset else None
+                if prev is None:
+                    yield _problem(rel, u.pos, "timerlog-bad-prev",
+                                   f"prevPos {u.prev_pos} is not an earlier unit (unit at {u.offset})")
+                elif (prev[3] + prev[4]) // precision_ms != t:
+                    yield _problem(rel, u.pos, "timerlog-bad-prev", f"prevPos {u.prev_pos} is a unit of another slot time")
+            yield from _check_target(u, rel, t, commitlog, precision_ms)
+        yield from problems
+    finally:
+        units.close()
+        commitlog.close()
 
 
-def _timerlog_name(pos: int, file_size: int) -> tuple[str, int]:
-    base = pos - pos % file_size
-    return f"timerlog/{base:020d}", pos - base
+def _check_target(u: TimerUnit, rel: str, t: int, commitlog: _CommitLog, precision_ms: int) -> Iterator[Problem]:
+    off = u.offset_py
+    if off < commitlog.min_offset:
+        return  # its CommitLog file was expired
+    head = commitlog.read(off, 8)
+    if head is None:
+        yield _problem(rel, u.pos, "timerlog-dangling",
+                       f"offsetPy {off} sizePy {u.size_py} is not inside the CommitLog (ends at {commitlog.max_offset})")
+        return
+    total = int.from_bytes(head[:4], "big", signed=True)
+    raw = commitlog.read(off, total) if 8 < total <= _MAX_RECORD else None
+    try:
+        msg = decode_record(raw if raw is not None else head, 0, read_body=False, check_crc=False)
+    except (Blank, RecordError) as e:
+        yield _problem(rel, u.pos, "timerlog-bad-target", f"offsetPy {off} is not a CommitLog record: {e}")
+        return
+    except Exception as e:  # noqa: BLE001 - garbage bytes must be reported, never raised
+        yield _problem(rel, u.pos, "timerlog-bad-target", f"offsetPy {off} is not a CommitLog record: {e!r}")
+        return
+    if msg.total_size != u.size_py:
+        yield _problem(rel, u.pos, "timerlog-bad-target",
+                       f"sizePy {u.size_py} but the record at {off} has totalSize {msg.total_size}")
+        return
+    if msg.topic != TIMER_TOPIC:
+        yield _problem(rel, u.pos, "timerlog-bad-target", f"the record at {off} is on {msg.topic!r}, not {TIMER_TOPIC}")
+        return
+    out = msg.properties.get(P.TIMER_OUT_MS)
+    if not u.magic & TIMER_MAGIC_ROLL and out is not None and out.lstrip("-").isdigit():
+        if int(out) // precision_ms != t:
+            yield _problem(rel, u.pos, "timerlog-bad-target",
+                           f"delayed time {u.delayed_time} but the record's TIMER_OUT_MS is {out}")
+    real = msg.properties.get(P.REAL_TOPIC)
+    want = java_string_hash(real) if real else 0
+    if u.hash_code_of_real_topic != want:
+        yield _problem(rel, u.pos, "timerlog-bad-target",
+                       f"REAL_TOPIC hash {u.hash_code_of_real_topic}, the record's REAL_TOPIC {real!r} hashes to {want}")
 
 
-def _read_unit(files: list[tuple[int, Path]], file_size: int, pos: int, cache: dict) -> tuple | None:
-    base = pos - pos % file_size
-    fd = cache.get(base)
-    if fd is None:
-        path = next((p for b, p in files if b == base), None)
-        if path is None:
-            return None
-        fd = cache[base] = os.open(path, os.O_RDONLY)
-    raw = os.pread(fd, TIMERLOG_UNIT_SIZE, pos - base)
-    return TIMERLOG_UNIT.unpack(raw) if len(raw) == TIMERLOG_UNIT_SIZE else None
+def iter_wheel_slots(path: Path) -> Iterator[tuple[int, tuple[int, int, int, int, int]]]:
+    """(index, (timeSecs, firstPos, lastPos, num, magic)) for every slot with a non-zero byte."""
+    zero = bytes(_WHEEL_CHUNK)
+    with open(path, "rb") as f:
+        start = 0
+        while True:
+            chunk = f.read(_WHEEL_CHUNK)
+            if len(chunk) < TIMER_SLOT_SIZE:
+                return
+            if chunk != zero[: len(chunk)]:
+                for i in range(len(chunk) // TIMER_SLOT_SIZE):
+                    at = i * TIMER_SLOT_SIZE
+                    if chunk.count(0, at, at + TIMER_SLOT_SIZE) != TIMER_SLOT_SIZE:
+                        yield start + i, TIMER_SLOT.unpack_from(chunk, at)
+            start += len(chunk) // TIMER_SLOT_SIZE
 
 
 def check_timer_wheel(root: Path, precision_ms: int = 1000, timerlog_file_size: int = DEFAULT_TIMERLOG_FILE_SIZE,
                       slots_total: int = TIMER_SLOTS_TOTAL) -> Iterator[Problem]:
     """Every written slot matches its TimerLog chain (firstPos, lastPos, num); every unit is reachable."""
+    del timerlog_file_size  # units are found by scanning; kept for callers passing it
     root = Path(root)
     wheel_path = root / "timerwheel"
-    if not wheel_path.exists():
+    if not wheel_path.is_file():
         return
     ring = slots_total * 2
     expected = ring * TIMER_SLOT_SIZE
     size = wheel_path.stat().st_size
-    if size != expected:
-        yield _problem("timerwheel", 0, "timerwheel-size", f"{size} bytes, expected {expected}")
-        return
-    files = _log_files(root / "timerlog")
-    log_min = files[0][0] if files else 0
-    log_end = _log_end(root, timerlog_file_size)
-    fds: dict[int, int] = {}
-    reached: set[int] = set()
-    live_times: set[int] = set()
+    if size not in (0, expected):
+        yield _problem("timerwheel", 0, "timerwheel-size",
+                       f"timerwheel is {size} bytes, not {expected}; a broker refuses to start")
+    files = log_files(root / "timerlog")
+    log_min = files[0].base if files else 0
+    units = _UnitReader(files, _scan_ranges(files))
+    on_chain: set[int] = set()
+    slot_times: dict[int, int] = {}
     try:
-        with open(wheel_path, "rb") as f:
-            for chunk_start in range(0, ring, _WHEEL_CHUNK):
-                chunk = f.read(_WHEEL_CHUNK * TIMER_SLOT_SIZE)
-                if chunk.count(0) == len(chunk):
-                    continue
-                for i in range(len(chunk) // TIMER_SLOT_SIZE):
-                    t, first, last, num, _magic = TIMER_SLOT.unpack_from(chunk, i * TIMER_SLOT_SIZE)
-                    if t == 0 and first == 0 and last == 0 and num == 0:
-                        continue
-                    idx = chunk_start + i
-                    pos = idx * TIMER_SLOT_SIZE
-                    if t % ring != idx:
-                        yield _problem("timerwheel", pos, "wheel-slot-misplaced", f"slot time {t} belongs at index {t % ring}, found at {idx}")
-                        continue
-                    if last == -1 and first == -1:
-                        continue
-                    if 0 <= first < log_min or 0 <= last < log_min:
-                        continue  # its TimerLog file was expired
-                    live_times.add(t)
-                    yield from _check_chain(t, first, last, num, pos, precision_ms, timerlog_file_size, files, fds,
-                                            log_end, reached)
-        for item in scan_timerlog(root, timerlog_file_size):
-            if isinstance(item, dict):
+        for idx, (t, first, last, num, _magic) in iter_wheel_slots(wheel_path):
+            spos = idx * TIMER_SLOT_SIZE
+            slot_times[idx] = t
+            if t % ring != idx:
+                yield _problem("timerwheel", spos, "wheel-slot-misplaced",
+                               f"slot {idx} holds time {t}, which belongs in slot {t % ring}")
                 continue
-            upos, unit = item
-            slot_t = (unit[3] + unit[4]) // precision_ms
-            if slot_t in live_times and upos not in reached:
-                name, in_file = _timerlog_name(upos, timerlog_file_size)
-                yield _problem(name, in_file, "timerlog-unit-not-in-slot",
-                               f"unit for slot {slot_t} is not on that slot's chain")
+            if last == -1 and first == -1:
+                continue
+            if 0 <= first < log_min or 0 <= last < log_min:
+                continue  # its TimerLog file was expired
+            kind, bad = _walk_chain(units, t, first, last, num, precision_ms, on_chain)
+            if bad is not None:
+                yield _problem("timerwheel", spos, kind, f"slot {idx} (time {t}): {bad}")
+        for u in iter_timerlog(files):
+            t = u.delayed_time // precision_ms
+            idx = t % ring
+            if slot_times.get(idx) == t and u.offset not in on_chain:
+                yield _problem(_default_rel(u.file.path), u.pos, "timerlog-unit-not-in-slot",
+                               f"unit is not on the chain of its slot {idx} (time {t})")
+            elif idx not in slot_times:
+                yield _problem(_default_rel(u.file.path), u.pos, "timerlog-unit-slot-empty",
+                               f"its slot {idx} (time {t}) is empty in the wheel")
     finally:
-        for fd in fds.values():
-            os.close(fd)
+        units.close()
 
 
-def _log_end(root: Path, file_size: int) -> int:
-    end = 0
-    for item in scan_timerlog(root, file_size):
-        if not isinstance(item, dict):
-            end = item[0] + TIMERLOG_UNIT_SIZE
-    return end
-
-
-def _check_chain(t: int, first: int, last: int, num: int, pos: int, precision_ms: int, file_size: int,
-                 files: list[tuple[int, Path]], fds: dict, log_end: int, reached: set[int]) -> Iterator[Problem]:
-    count, cur, tail, steps = 0, last, -1, 0
-    limit = log_end // TIMERLOG_UNIT_SIZE + 1
-    while cur != -1:
-        if cur >= log_end or cur < 0:
-            yield _problem("timerwheel", pos, "wheel-slot-beyond-timerlog", f"slot {t}: chain reaches {cur}, the TimerLog ends at {log_end}")
-            return
-        unit = _read_unit(files, file_size, cur, fds)
-        if unit is None or unit[0] != TIMERLOG_UNIT_SIZE or not is_magic_ok(unit[2]):
-            yield _problem("timerwheel", pos, "wheel-chain-broken", f"slot {t}: no valid TimerLog unit at {cur}")
-            return
-        if (unit[3] + unit[4]) // precision_ms != t:
-            yield _problem("timerwheel", pos, "wheel-chain-wrong-slot",
-                           f"slot {t}: unit at {cur} belongs to slot {(unit[3] + unit[4]) // precision_ms}")
-            return
-        steps += 1
-        if steps > limit:
-            yield _problem("timerwheel", pos, "wheel-chain-loop", f"slot {t}: prevPos chain does not end")
-            return
-        reached.add(cur)
+def _walk_chain(units: _UnitReader, t: int, first: int, last: int, num: int, precision_ms: int,
+                on_chain: set[int]) -> tuple[str, str | None]:
+    """(kind, what is wrong) for one slot's chain, or (..., None) when it matches."""
+    pos, count, reached_first = last, 0, False
+    while pos != -1:
+        unit = units.read(pos)
+        if unit is None:
+            return "wheel-chain-broken", f"chain reaches TimerLog offset {pos}, which is not a valid unit"
+        ut = (unit[3] + unit[4]) // precision_ms
+        if ut != t:
+            return "wheel-chain-wrong-slot", f"unit at TimerLog offset {pos} is for time {ut}, the slot for {t}"
+        on_chain.add(pos)
         count += -1 if unit[2] & TIMER_MAGIC_DELETE else 1
-        tail, cur = cur, unit[1]
-    if tail != first:
-        yield _problem("timerwheel", pos, "wheel-slot-first-mismatch", f"slot {t}: firstPos {first}, chain ends at {tail}")
-    if count != num:
-        yield _problem("timerwheel", pos, "wheel-slot-num-mismatch", f"slot {t}: num {num}, chain counts {count}")
+        if pos == first:
+            reached_first = True
+        if unit[1] >= pos:
+            return "wheel-chain-loop", f"prevPos chain does not go backwards at {pos}"
+        pos = unit[1]
+    if not reached_first:
+        return "wheel-slot-first-mismatch", f"firstPos {first} is not on the chain from lastPos {last}"
+    if num != count:
+        return "wheel-slot-num-mismatch", f"num is {num}, the chain holds {count}"
+    return "", None
 
 
 def check_timer_store(root: Path, precision_ms: int = 1000,
                       timerlog_file_size: int = DEFAULT_TIMERLOG_FILE_SIZE) -> Iterator[Problem]:
-    """Everything above, in one pass for `verify`."""
-    yield from check_timerlog_targets(root, timerlog_file_size)
+    """Everything above, in one pass for `verify` and the tests."""
+    yield from check_timerlog_targets(root, timerlog_file_size, precision_ms)
     yield from check_timer_wheel(root, precision_ms, timerlog_file_size)
