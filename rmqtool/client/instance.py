@@ -76,7 +76,6 @@ def local_ip_towards(addr: str) -> str:
         return "127.0.0.1"
 
 
-
 def resolve_instance(namesrv: str | None, instance: ClientInstance | None, config: ClientConfig | None,
                      instance_name: str | None = None) -> tuple[ClientInstance, bool]:
     """The caller's shared instance (not ours to shut down), or a new one we own (flag True).
@@ -88,6 +87,7 @@ def resolve_instance(namesrv: str | None, instance: ClientInstance | None, confi
         return instance, False
     name = instance_name if instance_name is not None else f"{os.getpid()}#{time.monotonic_ns()}"
     return ClientInstance(namesrv, instance_name=name, config=config), True
+
 
 class ClientInstance:
     """Owns the loop thread, the connections and the route table shared by producers and consumers."""
