@@ -89,7 +89,10 @@ def test_inspect_beside_a_writer_sees_a_prefix_and_no_errors(tmp_path):
             assert offsets == list(range(len(offsets)))
             assert all(it.kind in ("message", "problem") for it in items)
             problems = list(scan_commitlog(queue_files(d), tmp_path))
-            assert all(p.kind in ("torn-tail", "size-mismatch", "crc-mismatch", "bad-magic") for p in problems)
+            # a reader racing the writer may see a record's body before its size: that is a torn
+            # tail (or bytes after the zero tail) at the moving end, never anything else
+            kinds = {p.kind for p in problems}
+            assert kinds <= {"torn-tail", "size-mismatch", "crc-mismatch", "bad-magic", "nonzero-after-blank"}, problems
     finally:
         stop.set()
         t.join()
