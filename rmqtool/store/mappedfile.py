@@ -18,6 +18,8 @@ from pathlib import Path
 
 from rmqtool.errors import StoreError
 
+RELEASE_BEHIND = 32 << 20  # flushed bytes kept mapped in RSS behind the write position
+
 _NAME = re.compile(r"^\d{20}$")
 _ZERO_CHUNK = bytes(1 << 20)
 
@@ -38,6 +40,7 @@ class MappedFile:
         # positions are relative to the file start; recovery sets them, appends move them
         self.wrote_position = 0
         self.flushed_position = 0
+        self.released_position = 0  # pages below this were dropped from RSS after a flush
         flags = os.O_RDONLY if read_only else os.O_RDWR
         if create:
             flags |= os.O_CREAT | os.O_EXCL
@@ -87,7 +90,23 @@ class MappedFile:
         if pos > self.flushed_position and not self.read_only and not self.closed:
             os.fdatasync(self.fd)
             self.flushed_position = pos
+            self._release_behind(pos)
         return pos
+
+    def _release_behind(self, pos: int) -> None:
+        """Drop flushed pages older than the newest RELEASE_BEHIND bytes from this process's RSS.
+
+        MADV_DONTNEED on a shared file mapping only unmaps the pages: they stay in the page
+        cache (and were just made durable), so a later read refaults them without I/O. Without
+        it every page ever appended counts in RSS, hundreds of MB on a busy store.
+        """
+        upto = (pos - RELEASE_BEHIND) & ~(mmap.PAGESIZE - 1)
+        if upto > self.released_position:
+            try:
+                self.mm.madvise(mmap.MADV_DONTNEED, self.released_position, upto - self.released_position)
+            except (OSError, ValueError, AttributeError):  # no madvise here: RSS just stays higher
+                pass
+            self.released_position = upto
 
     def zero_from(self, pos: int) -> None:
         """Clear bytes from `pos` to the end of the data, so a torn tail cannot be read again.
