@@ -41,6 +41,7 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.released_position = 0  # pages below this were dropped from RSS after a flush
+        self._released_at = 0.0
         flags = os.O_RDONLY if read_only else os.O_RDWR
         if create:
             flags |= os.O_CREAT | os.O_EXCL
@@ -90,7 +91,8 @@ class MappedFile:
         if pos > self.flushed_position and not self.read_only and not self.closed:
             os.fdatasync(self.fd)
             self.flushed_position = pos
-            self._release_behind(pos)
+        if not self.read_only and not self.closed:
+            self._release_behind(self.flushed_position)
         return pos
 
     def _release_behind(self, pos: int) -> None:
@@ -101,12 +103,17 @@ class MappedFile:
         it every page ever appended counts in RSS, hundreds of MB on a busy store.
         """
         upto = (pos - RELEASE_BEHIND) & ~(mmap.PAGESIZE - 1)
-        if upto > self.released_position:
+        now = time.monotonic()
+        # new flushed bytes: release them; every 2 s also the pages that reads brought back
+        start = 0 if now - self._released_at >= 2.0 else self.released_position
+        if upto > start:
             try:
-                self.mm.madvise(mmap.MADV_DONTNEED, self.released_position, upto - self.released_position)
+                self.mm.madvise(mmap.MADV_DONTNEED, start, upto - start)
             except (OSError, ValueError, AttributeError):  # no madvise here: RSS just stays higher
                 pass
-            self.released_position = upto
+            self.released_position = max(self.released_position, upto)
+            if start == 0:
+                self._released_at = now
 
     def zero_from(self, pos: int) -> None:
         """Clear bytes from `pos` to the end of the data, so a torn tail cannot be read again.
