@@ -227,10 +227,19 @@ class IndexService:
         self.files: list[IndexFile] = []
 
     def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> None:
-        """Open every file; after a crash, files newer than the checkpoint are destroyed (rebuilt by dispatch)."""
+        """Open every file; after a crash, files newer than the checkpoint are destroyed (rebuilt by dispatch).
+
+        An empty file is what a kill between `open(O_CREAT)` and `ftruncate` leaves: it is
+        skipped (and removed when writable), as MappedFileQueue drops an empty last file.
+        """
         if not self.directory.is_dir():
             return
         for path in sorted(p for p in self.directory.iterdir() if p.is_file() and _NAME.match(p.name)):
+            if path.stat().st_size == 0:
+                # killed between creating the file and sizing it: it never held a key
+                if not self.read_only:
+                    path.unlink()
+                continue
             f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
             if not last_exit_ok and not self.read_only and f.end_timestamp > index_msg_timestamp:
                 f.destroy()

@@ -135,6 +135,24 @@ def test_zero_length_last_file_is_deleted_and_wrong_size_fails(store_dir, cfg):
         MessageStore.open(store_dir, cfg)
 
 
+@pytest.mark.parametrize("read_only", [True, False])
+def test_empty_index_file_left_by_a_kill_during_creation_is_skipped(store_dir, cfg, read_only):
+    """A kill between open(O_CREAT) and ftruncate leaves a 0-byte index file: it held no key."""
+    crash_copy(store_dir, cfg, 40)
+    newest = sorted((store_dir / "index").iterdir())[-1]
+    empty = newest.with_name(str(int(newest.name) + 1))
+    empty.touch()
+    store = MessageStore.open(store_dir, cfg, read_only=read_only)
+    try:
+        assert [m.uniq_key for m in store.query_message("TopicTest", "UNIQ00000037")] == ["UNIQ00000037"]
+        if not read_only:
+            store.put_message(make_msg(40))
+            assert [m.uniq_key for m in store.query_message("TopicTest", "UNIQ00000040")] == ["UNIQ00000040"]
+    finally:
+        store.close()
+    assert empty.exists() == read_only
+
+
 def test_read_only_open_reads_valid_prefix_without_writing(store_dir, cfg):
     results = crash_copy(store_dir, cfg, 20)
     size = cfg.mapped_file_size_commit_log

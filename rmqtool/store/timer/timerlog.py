@@ -96,8 +96,9 @@ class TimerLog:
         names = sorted(p for p in self.directory.iterdir() if p.is_file())
         for i, path in enumerate(names):
             size = path.stat().st_size
-            if size == 0 and i == len(names) - 1 and not self.read_only:
-                path.unlink()
+            if size == 0 and i == len(names) - 1:
+                if not self.read_only:
+                    path.unlink()
                 continue
             if size != self.file_size:
                 raise StoreError(f"timerlog file {path.name} is {size} bytes, expected {self.file_size}")
