@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import sys
 import threading
 import time
@@ -30,7 +31,9 @@ from rocketmq.exceptions import ProducerSendSyncFailed
 NAMESRV = sys.argv[1]
 ONLY = set(sys.argv[2].split(",")) if len(sys.argv) > 2 and not sys.argv[2].startswith("--") else None
 WAIT_SCALE = float(sys.argv[sys.argv.index("--wait-scale") + 1]) if "--wait-scale" in sys.argv else 1.0
-RUN = format(int(time.time() * 1000) % 100_000_000, "x")
+# unique per process: the two C++ client suites start together against one broker, and a
+# millisecond clock alone gave both the same topics and groups (each consumed half of the other's)
+RUN = format(int(time.time() * 1000) % 100_000_000, "x") + format(os.getpid(), "x")
 RESULTS: list[bool] = []
 # client-cpp 2.1.0 as shipped in rocketmq-python-cvs 2.1.0.3 segfaults in ShutdownPushConsumer (also
 # in plain use of its own API, against Apache's broker too): there, push consumers are left running

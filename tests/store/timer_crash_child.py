@@ -1,6 +1,6 @@
 """Child process for the SIGKILL tests: sends and delivers delayed messages until it is killed.
 
-usage: timer_crash_child.py ROOT enqueue|dequeue
+usage: timer_crash_child.py ROOT enqueue|dequeue [KILL_FRACTION]
 """
 
 from __future__ import annotations
@@ -36,9 +36,14 @@ def main() -> None:
                 env.send("T", b"t%d" % i, TIMER_DELIVER_MS=str(T0 + 2000 + (i * 7919) % 30_000), UNIQ_KEY=f"U{i}")
         env.run()
         print("enqueued", flush=True)
+        # the parent kills on "kill-me": said once this share of the delivery window has passed
+        kill_at = T0 + 2000 + int(float(sys.argv[3]) * 30_000) if len(sys.argv) > 3 else None
         while clock.now < T0 + 40_000:
             clock.advance(20)
             env.run()
+            if kill_at is not None and clock.now >= kill_at:
+                print("kill-me", flush=True)
+                kill_at = None
         print("done", flush=True)
         time.sleep(60)
 
