@@ -7,9 +7,9 @@ A prepared message is stored on RMQ_SYS_TRANS_HALF_TOPIC queue 0 with REAL_TOPIC
 offset = the half's commitlog offset); commit and rollback both write an op record ("<offset>,",
 tag `d`) on RMQ_SYS_TRANS_OP_HALF_TOPIC. A periodic check asks a live producer of the message's
 group about half messages older than transactionTimeOut that have no op record, at most
-transactionCheckMax times. Unlike the Java broker, the check does not re-append the half message;
-the check counts are kept in memory and the scan position in consumerOffset.json
-(group CID_RMQ_SYS_TRANS, as the Java broker does).
+transactionCheckMax times; before each check the half message is appended again with
+TRANSACTION_CHECK_TIMES raised, as the Java broker does, so the counts live in the store and the
+scan position in consumerOffset.json (group CID_RMQ_SYS_TRANS).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     TRANSACTION_COMMIT_TYPE,
@@ -31,6 +32,8 @@ from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rmqtool.remoting.transport import Connection
+
+from .send import status_name
 
 log = logging.getLogger("rmqtool.broker")
 
@@ -78,7 +81,7 @@ class TransactionProcessor:
         if st is None:
             start = self.local.offsets.query_offset(TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, 0)
             op_start = self.local.offsets.query_offset(TRANS_CHECK_GROUP, TRANS_OP_HALF_TOPIC, 0)
-            st = self._tx = {"done": set(), "checks": {}, "half": max(0, start), "op": max(0, op_start),
+            st = self._tx = {"done": set(), "half": max(0, start), "op": max(0, op_start),
                              "op_scanned": max(0, op_start)}
         return st
 
@@ -119,8 +122,32 @@ class TransactionProcessor:
         return cmd.response()
 
     # ------------------------------------------------------------ check-back
-    def _scan_half(self: Any, now_ms: int) -> list[MessageExt]:
-        """Half messages to check now (store thread): read op records, walk the half queue."""
+    def _renew_half(self: Any, m: MessageExt, extra: dict[str, str] | None = None) -> Any:
+        """`renewHalfMessageInner` + put: the half message again at the queue's end.
+
+        It keeps body, flags, born time and host and every property (TRANSACTION_CHECK_TIMES
+        included, so the count survives a restart), and gets a new store time and offsets.
+        """
+        props = dict(m.properties)
+        if extra:
+            props.update(extra)
+        renewed = MessageExt(topic=TRANS_HALF_TOPIC, body=m.body, queue_id=m.queue_id, flag=m.flag,
+                             properties=props, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
+                             born_host=m.born_host, store_host=m.store_host, reconsume_times=m.reconsume_times)
+        return self.store.put_message(renewed)
+
+    def _discard_half(self: Any, m: MessageExt) -> None:
+        """`resolveDiscardMsg`: checked too often (or older than the files): to TRANS_CHECK_MAX_TIME_TOPIC."""
+        log.info("half message %s checked %s times: moved to %s", m.msg_id,
+                 m.properties.get(P.TRANSACTION_CHECK_TIMES), TRANS_CHECK_MAX_TIME_TOPIC)
+        self.local.topics.create_in_send_back(TRANS_CHECK_MAX_TIME_TOPIC, 1)
+        self.store.put_message(MessageExt(
+            topic=TRANS_CHECK_MAX_TIME_TOPIC, body=m.body, queue_id=0, flag=m.flag, properties=dict(m.properties),
+            sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host, store_host=m.store_host,
+            reconsume_times=m.reconsume_times))
+
+    def _read_ops(self: Any) -> None:
+        """`fillOpRemoveMap`: every half offset named by an op record (tag `d`) is done."""
         st = self._tx_state()
         store = self.store
         op_max = store.get_max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0)
@@ -130,49 +157,105 @@ class TransactionProcessor:
                 st["op_scanned"] = max(st["op_scanned"] + 1, r.next_begin_offset)
                 continue
             for m in r.messages:
+                if m.tags != REMOVE_TAG:
+                    continue
                 for part in m.body.decode("ascii", "replace").split(OFFSET_SEPARATOR):
                     if part.strip().lstrip("-").isdigit():
                         st["done"].add(int(part))
             st["op_scanned"] = r.next_begin_offset
+
+    def _scan_half(self: Any, now_ms: int) -> list[MessageExt]:
+        """`TransactionalMessageServiceImpl.check` over half queue 0 (store thread).
+
+        As the Java broker: a half message without an op record is checked once it is older
+        (by born time) than transactionTimeOut or its CHECK_IMMUNITY_TIME_IN_SECONDS; before
+        each check it is written again at the queue's end with TRANSACTION_CHECK_TIMES raised
+        (`putBackHalfMsgQueue`), and the check names that renewed copy. One that already has
+        transactionCheckMax checks, or is older than fileReservedTime, goes to
+        TRANS_CHECK_MAX_TIME_TOPIC. The scan stops at the first message not due yet and at
+        anything stored since the round began (so renewed copies wait for the next round); its
+        position is kept as group CID_RMQ_SYS_TRANS's offset, so a restart resumes there.
+        """
+        st = self._tx_state()
+        store = self.store
+        self._read_ops()
+        done = st["done"]
         half_max = store.get_max_offset_in_queue(TRANS_HALF_TOPIC, 0)
+        reserved_ms = self.store.config.file_reserved_time * 3600 * 1000
         out: list[MessageExt] = []
         pos = max(st["half"], store.get_min_offset_in_queue(TRANS_HALF_TOPIC, 0))
-        contiguous = True
-        while pos < half_max:
+        stop = False
+        while pos < half_max and not stop:
             r = store.get_message(TRANS_HALF_TOPIC, 0, pos, 32)
             if not r.messages:
                 if r.next_begin_offset <= pos:
                     break
                 pos = r.next_begin_offset
                 continue
-            stop = False
             for m in r.messages:
                 o = m.queue_offset
-                if o in st["done"]:
-                    if contiguous:
-                        st["half"] = o + 1
+                if o in done:
+                    pos = o + 1
                     continue
-                immunity = m.properties.get(P.CHECK_IMMUNITY_TIME_IN_SECONDS)
-                timeout = self.transaction_timeout_ms
-                if immunity and immunity.isdigit():
-                    timeout = max(timeout, int(immunity) * 1000)
-                if now_ms - m.store_timestamp < timeout:
+                if self._need_discard(m) or now_ms - m.born_timestamp > reserved_ms:
+                    self._discard_half(m)
+                    pos = o + 1
+                    continue
+                if m.store_timestamp >= now_ms:
+                    stop = True  # stored during this round: next round
+                    break
+                age = now_ms - m.born_timestamp
+                immunity_text = m.properties.get(P.CHECK_IMMUNITY_TIME_IN_SECONDS)
+                if immunity_text is not None:
+                    immunity = _immunity_ms(immunity_text, self.transaction_timeout_ms)
+                    if age <= immunity:
+                        if self._check_prepare_queue_offset(m):
+                            pos = o + 1
+                            continue
+                        stop = True
+                        break
+                elif 0 <= age <= self.transaction_timeout_ms:
                     stop = True  # newer messages follow; they are not due either
                     break
-                contiguous = False
-                n = st["checks"].get(o, 0)
-                if n >= self.transaction_check_max:
-                    log.info("half message %s dropped after %d checks", m.msg_id, n)
-                    st["done"].add(o)
-                    st["checks"].pop(o, None)
-                    continue
-                st["checks"][o] = n + 1
+                result = self._renew_half(m)
+                if status_name(result.status) != "PUT_OK":
+                    log.warning("half message %s could not be written back for its check: %s", m.msg_id,
+                                status_name(result.status))
+                    stop = True
+                    break
+                m.queue_offset, m.commit_log_offset = result.queue_offset, result.wrote_offset
                 out.append(m)
-            if stop:
-                break
-            pos = r.next_begin_offset
-        self.local.offsets.commit_offset(TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, 0, st["half"])
+                pos = o + 1
+        if pos != st["half"]:
+            st["half"] = pos
+            self.local.offsets.commit_offset(TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, 0, pos)
         return out
+
+    def _need_discard(self: Any, m: MessageExt) -> bool:
+        """`needDiscard`: TRANSACTION_CHECK_TIMES at transactionCheckMax, else raised by one (1 at first)."""
+        text = m.properties.get(P.TRANSACTION_CHECK_TIMES)
+        times = 1
+        if text is not None:
+            times = _java_int(text)
+            if times >= self.transaction_check_max:
+                return True
+            times += 1
+        m.properties[P.TRANSACTION_CHECK_TIMES] = str(times)
+        return False
+
+    def _check_prepare_queue_offset(self: Any, m: MessageExt) -> bool:
+        """`checkPrepareQueueOffset`: inside its immunity a half is written again, pointing at the first copy."""
+        first = m.properties.get(P.TRAN_PREPARED_QUEUE_OFFSET)
+        if first is None:
+            extra = {P.TRAN_PREPARED_QUEUE_OFFSET: str(m.queue_offset)}
+        else:
+            offset = _java_int(first)
+            if offset == -1:
+                return False
+            if offset in self._tx_state()["done"]:
+                return True
+            extra = None
+        return status_name(self._renew_half(m, extra).status) == "PUT_OK"
 
     async def check_transactions(self: Any) -> int:
         """One round of `TransactionalMessageCheckService`: CHECK_TRANSACTION_STATE to producers."""
@@ -197,3 +280,17 @@ class TransactionProcessor:
             await conn.oneway(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, ext, body))
             sent += 1
         return sent
+
+
+def _java_int(text: str) -> int:
+    """`TransactionalMessageServiceImpl.getInt/getLong`: -1 for what does not parse."""
+    try:
+        return int(text)
+    except ValueError:
+        return -1
+
+
+def _immunity_ms(text: str, timeout_ms: int) -> int:
+    """`getImmunityTime`: seconds in the property, transactionTimeOut when it does not parse."""
+    seconds = _java_int(text)
+    return timeout_ms if seconds == -1 else seconds * 1000

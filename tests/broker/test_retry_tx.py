@@ -99,6 +99,13 @@ def test_transaction_commit_and_rollback(serve, broker):
     _end(broker, wrong_group, 12)
 
 
+def _end_checked(producer: Wire, check, kind: int, group: str) -> None:
+    """END_TRANSACTION answering a check: it names the renewed half message the check named."""
+    producer.oneway(37, {"producerGroup": group, "tranStateTableOffset": check.ext_fields["tranStateTableOffset"],
+                         "commitLogOffset": check.ext_fields["commitLogOffset"], "commitOrRollback": kind,
+                         "msgId": check.ext_fields["msgId"], "fromTransactionCheck": "true"})
+
+
 def test_unresolved_transaction_is_checked_back_on_the_producer_channel(serve):
     producer = Wire(serve.broker)
     try:
@@ -106,15 +113,39 @@ def test_unresolved_transaction_is_checked_back_on_the_producer_channel(serve):
         r = _half(producer, "TX_Check", b"ask me", group="pg_check")
         check = producer.wait_incoming(39, timeout=15)
         assert check.is_oneway
-        assert check.ext_fields["commitLogOffset"] == str(decode_offset_msg_id(r.ext_fields["msgId"]).commit_log_offset)
-        assert check.ext_fields["tranStateTableOffset"] == r.ext_fields["queueOffset"]
+        # as the Java broker: the half message is written again before the check, which names the copy
+        first_offset = decode_offset_msg_id(r.ext_fields["msgId"]).commit_log_offset
+        assert int(check.ext_fields["commitLogOffset"]) > first_offset
+        assert int(check.ext_fields["tranStateTableOffset"]) > int(r.ext_fields["queueOffset"])
         [m] = decode_records(check.body)
         assert (m.topic, m.queue_id, m.body) == ("TX_Check", 1, b"ask me")
-        _end(producer, r, 8, group="pg_check", check=True)
+        assert m.properties["TRANSACTION_CHECK_TIMES"] == "1"
+        _end_checked(producer, check, 8, "pg_check")
         [got] = _pull_all(producer, "TX_Check", "cg_check", 1)
         assert got.body == b"ask me"
         producer.incoming.clear()
         time.sleep(2.0)
         assert not [c for c in producer.incoming if c.code == 39]  # resolved: no more checks
+    finally:
+        producer.close()
+
+
+def test_transaction_checked_transaction_check_max_times_then_moved_aside(serve):
+    """transactionCheckMax=3 here: three checks, counted in the stored copies, then TRANS_CHECK_MAX_TIME_TOPIC."""
+    producer = Wire(serve.broker)
+    try:
+        assert producer.request(34, body=heartbeat_body("3.3.3.3@tx", producer="pg_never")).code == 0
+        _half(producer, "TX_Never", b"never answered", group="pg_never")
+        counts = []
+        for _ in range(3):
+            check = producer.wait_incoming(39, timeout=15)
+            [m] = decode_records(check.body)
+            counts.append(m.properties["TRANSACTION_CHECK_TIMES"])
+        assert counts == ["1", "2", "3"]
+        [aside] = _pull_all(producer, "TRANS_CHECK_MAX_TIME_TOPIC", "cg_aside", 0)
+        assert aside.body == b"never answered" and aside.properties["TRANSACTION_CHECK_TIMES"] == "3"
+        assert aside.properties["REAL_TOPIC"] == "TX_Never"
+        time.sleep(1.5)
+        assert not [c for c in producer.incoming if c.code == 39]  # no fourth check
     finally:
         producer.close()
