@@ -557,7 +557,8 @@ def dissect_config(path: Path, f: Filters, progress: Progress = None) -> Iterato
     path = Path(path)
     if path.is_dir() and (path / "config").is_dir():
         path = path / "config"
-    files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix == ".json") if path.is_dir() else [path]
+    files = sorted(p for p in path.iterdir() if p.is_file() and (p.suffix == ".json" or p.name == "timermetrics")
+                   ) if path.is_dir() else [path]
     if not path.exists():
         raise InvalidInput(f"{path}: no such file or directory")
     _, relroot = _root_and_rel(path)
@@ -593,6 +594,11 @@ def _config_rows(name: str, doc: Any, f: Filters) -> Iterator[Item]:
             doc.get("subscriptionGroupTable"), dict):
         for group, gc in doc["subscriptionGroupTable"].items():
             yield Item("config-row", rel, 0, {"groupName": group, **(gc if isinstance(gc, dict) else {})})
+    elif name.startswith("timermetrics") and isinstance(doc, dict) and isinstance(doc.get("timingCount"), dict):
+        for topic, metric in doc["timingCount"].items():
+            if (f.topic is None or topic == f.topic) and isinstance(metric, dict):
+                yield Item("config-row", rel, 0, {"topic": topic, "count": metric.get("count"),
+                                                  "timeStamp": metric.get("timeStamp")})
     else:
         yield Item("config", rel, 0, {"content": doc})
 

@@ -326,7 +326,7 @@ def check_configs(root: Path, st: VerifyState) -> Iterator[Problem]:
         return
     parsed = {}
     for path in sorted(cdir.iterdir()):
-        if path.is_file() and path.suffix == ".json":
+        if path.is_file() and (path.suffix == ".json" or path.name == "timermetrics"):
             st.files_checked += 1
             try:
                 parsed[path.name] = load_config(path)

@@ -117,3 +117,19 @@ def test_cli_json_output_is_byte_identical_to_the_golden_library_output(stores, 
     r = rmq("inspect", "commitlog", str(stores / "good" / "commitlog"), "--limit", "32")
     assert r.returncode == 0
     assert r.stdout.decode("utf-8") == golden_path("commitlog.json").read_text(encoding="utf-8")
+
+
+def test_timermetrics_rows_and_a_broken_timermetrics_is_reported(store_copy, rmq):
+    root = store_copy("good")
+    (root / "config" / "timermetrics").write_text(
+        '{"dataVersion":{"counter":4,"stateVersion":0,"timestamp":1700000000000},'
+        '"timingCount":{"TopicTest":{"count":3,"timeStamp":1700000000001}}}')
+    r = rmq("inspect", "config", str(root / "config" / "timermetrics"))
+    assert r.returncode == 0, r.stderr
+    [row] = [json.loads(x) for x in r.stdout.splitlines()]
+    assert (row["topic"], row["count"], row["timeStamp"]) == ("TopicTest", 3, 1700000000001)
+    (root / "config" / "timermetrics").write_text('{"timingCount":{')
+    r = rmq("verify", str(root))
+    assert r.returncode == 1
+    [bad] = [json.loads(x) for x in r.stdout.splitlines() if b"timermetrics" in x]
+    assert bad["kind"] == "config-unparsable" and bad["file"].endswith("timermetrics")

@@ -46,6 +46,7 @@ from rmqtool.store.schedule import broker_order_cached
 from rmqtool.store.timer.hooks import snap_precision
 from rmqtool.store.timer.timercheck import TimerCheckpoint
 from rmqtool.store.timer.timerlog import TimerLog, TimerLogUnitValue, pack_unit
+from rmqtool.store.timer.timermetrics import TimerMetrics
 from rmqtool.store.timer.timerwheel import TimerWheel
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ class TimerMessageStore:
                                                          self.slots_total)
         self.flush_interval_ms = int(getattr(cfg, "timer_flush_interval_ms", 1000))
         self._window_ms = self.timer_roll_window_slots * self.precision_ms
-        self._warm: tuple[int, int, list[tuple[MessageExt, bool]]] | None = None
+        self._warm: tuple[int, int, tuple[list[tuple[MessageExt, bool]], dict[str, int]]] | None = None
         self._warm_ahead_ms = 300
         self._closed = False
         self.timer_log = TimerLog(self.root / "timerlog",
@@ -148,6 +149,8 @@ class TimerMessageStore:
         self.timer_wheel = TimerWheel(self.root / "timerwheel", self.slots_total, self.precision_ms,
                                       read_only=read_only)
         self.timer_checkpoint = TimerCheckpoint(self.root / "config" / "timercheck", read_only=read_only)
+        self.timer_metrics = TimerMetrics(self.root / "config", read_only=read_only)
+        self.timer_metrics.load()
         self.curr_read_time_ms = 0
         self.curr_write_time_ms = 0
         self.commit_read_time_ms = 0
@@ -410,6 +413,7 @@ class TimerMessageStore:
             slot[0] = pos
         slot[1] = pos
         slot[2] += -1 if is_delete else 1
+        self.timer_metrics.add(real_topic, -1 if is_delete else 1, write_time)
         self.enqueued += 1
 
     def _enqueue_via_get_message(self, now_ms: int) -> int:
@@ -454,6 +458,7 @@ class TimerMessageStore:
                                               size_py, java_string_hash(real_topic) if real_topic else 0))
         self.timer_wheel.put_slot(delayed_time, pos if slot.first_pos == -1 else slot.first_pos, pos,
                                   slot.num - 1 if is_delete else slot.num + 1, slot.magic)
+        self.timer_metrics.add(real_topic, -1 if is_delete else 1, write_time)
         self.enqueued += 1
         return pos
 
@@ -493,11 +498,17 @@ class TimerMessageStore:
         slot = self.timer_wheel.get_slot(read_time)
         warm, self._warm = self._warm, None
         if warm is not None and warm[0] == read_time and warm[1] == slot.last_pos:
+            batch, deltas = warm[2]
             dequeue_ms = str(now_ms)
-            for inner, _rolled in warm[2]:
+            for inner, _rolled in batch:
                 inner.properties[P.TIMER_DEQUEUE_MS] = dequeue_ms  # same key, same place in the map
-            return self._put_all(warm[2])
-        return self._put_all(self._read_slot(slot.last_pos, now_ms))
+        else:
+            batch, deltas = self._read_slot(slot.last_pos, now_ms)
+        delivered = self._put_all(batch)
+        for topic, delta in deltas.items():
+            if delta:
+                self.timer_metrics.add(topic, delta, now_ms)
+        return delivered
 
     def warm_next_slot(self, now_ms: int) -> None:
         """Read and convert the next slot's messages shortly before it is due (Java's
@@ -513,8 +524,11 @@ class TimerMessageStore:
             return
         self._warm = (t, slot.last_pos, self._read_slot(slot.last_pos, now_ms))
 
-    def _read_slot(self, last_pos: int, now_ms: int) -> list[tuple[MessageExt, bool]]:
-        """The dequeue of one slot up to the put: walk the chain, apply delete markers, convert."""
+    def _read_slot(self, last_pos: int, now_ms: int) -> tuple[list[tuple[MessageExt, bool]], dict[str, int]]:
+        """The dequeue of one slot up to the put: walk the chain, apply delete markers, convert.
+
+        Also returns what the put changes in timermetrics, per real topic.
+        """
         normal: list[TimerLogUnitValue] = []
         deletes: list[TimerLogUnitValue] = []
         for unit in self.read_chain(last_pos):
@@ -529,17 +543,30 @@ class TimerMessageStore:
             if msg is not None and msg.properties.get(P.TIMER_DEL_UNIQKEY) is not None:
                 delete_keys.add(msg.properties[P.TIMER_DEL_UNIQKEY])
         batch: list[tuple[MessageExt, bool]] = []
+        unmatched = set(delete_keys)
+        deltas: dict[str, int] = {}  # timermetrics changes, applied once the put succeeded
         for unit in normal:
             msg = self._look(unit.offset_py, unit.size_py)
             if msg is None:
                 continue
             uniq = msg.properties.get(P.UNIQ_KEY)
-            if uniq is not None and delete_keys and build_delete_key(msg.properties.get(P.REAL_TOPIC), uniq) in delete_keys:
-                continue
+            if uniq is not None and delete_keys:
+                key = build_delete_key(msg.properties.get(P.REAL_TOPIC), uniq)
+                if key in delete_keys:
+                    unmatched.discard(key)
+                    continue
+            real_topic = msg.properties.get(P.REAL_TOPIC)
+            if real_topic and msg.properties.get(P.TIMER_ENQUEUE_MS) != str(LONG_MAX):
+                deltas[real_topic] = deltas.get(real_topic, 0) - 1
             inner = self._prepare_put(msg, unit.curr_write_time, unit.magic, now_ms)
             if inner is not None:
                 batch.append((inner, bool(unit.magic & TIMER_MAGIC_ROLL)))
-        return batch
+        for key in unmatched:
+            # a delete marker that cancelled nothing here took one off at enqueue: give it back
+            # (the broker's `avoidDeleteLose`)
+            topic = key.rpartition("+")[0]
+            deltas[topic] = deltas.get(topic, 0) + 1
+        return batch, deltas
 
     def convert(self, msg: MessageExt, enqueue_time: int, need_roll: bool, now_ms: int) -> MessageExt:
         """`convert` + `convertMessage`: the record that goes back to the real topic (or rolls).
@@ -635,6 +662,7 @@ class TimerMessageStore:
             self.timer_wheel.flush()
             self.prepare_timer_checkpoint()
             self.timer_checkpoint.flush()
+            self.timer_metrics.persist()
 
     # -- the service -----------------------------------------------------------------------------
     def run_due(self, now_ms: int | None = None) -> int:
