@@ -85,7 +85,15 @@ def test_every_layout_is_documented():
 def test_config_examples_parse_as_fastjson_text():
     text = (FORMATS / "configs.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```\n(.*?)```", text, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     delay = parse_config_text(blocks[0])
     assert delay["offsetTable"] == {"1": 1, "3": 1}
     assert parse_config_text(blocks[1])["offsetTable"]["TopicTest@groupA"]["3"] == 0
+    # the timermetrics example is what TimerMetrics writes for two TopicTest timers
+    from rmqtool.store.timer.timermetrics import TimerMetrics
+
+    m = TimerMetrics(Path("unused"))
+    m.add("TopicTest", 1, 1700000000000)
+    m.add("TopicTest", 1, 1700000000000)
+    m.data_version.counter = 3
+    assert m.to_text() == blocks[2].strip()
