@@ -6,8 +6,14 @@ Measured in one run with the same load generator for every target: 1 KiB message
 16 producers (each a connection with one request in flight, like a synchronous producer), single
 sends (SEND_MESSAGE_V2) and batch sends (SEND_BATCH_MESSAGE, 32 messages), then consumers pulling
 everything back (PULL_MESSAGE, 32 per pull, one puller per queue). Producers are spread over
-several client processes so the client is not the bottleneck; the script prints the machine's
-core count because server and clients share it.
+several client processes; the script prints the machine's core count because server and clients
+share it.
+
+The load generator (`--client java`, the default) is benchmarks/java: Apache RocketMQ's own Java
+client 5.3.3 (DefaultMQProducer per producer, DefaultMQPullConsumer) for both RocketMQ brokers and
+NATS' jnats for JetStream, compiled by Maven on first use. `--client python` uses this script's
+raw-protocol asyncio generator instead, which saturates before the servers do (kept for machines
+without Java).
 
 Targets:
   rmqtool  `python -m rmqtool serve` on a fresh store (async flush, like Apache's default).
@@ -60,6 +66,7 @@ class Target:
     proc: subprocess.Popen | None = None
     workdir: Path | None = None
     notes: list[str] = field(default_factory=list)
+    namesrv: str = ""  # host:port of the name server (RocketMQ), where the Java client starts
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -96,8 +103,8 @@ def start_rmqtool(flush: str) -> Target:
     proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "serve", "--store", str(work / "store"),
                              "--namesrv-port", "0", "--broker-port", "0", "--flush", flush],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    m = _wait_line(proc.stderr, re.compile(r"broker \S+ ([\d.]+:\d+)"), 60, proc)
-    return Target("rmqtool", "rocketmq", m.group(1), proc, work)
+    m = _wait_line(proc.stderr, re.compile(r"name server ([\d.]+:\d+), broker \S+ ([\d.]+:\d+)"), 60, proc)
+    return Target("rmqtool", "rocketmq", m.group(2), proc, work, namesrv=m.group(1))
 
 
 def start_apache(classpath_dir: Path) -> Target | None:
@@ -115,8 +122,8 @@ def start_apache(classpath_dir: Path) -> Target | None:
            "-cp", cp, "rmqtool.interop.ApacheBroker", "--store", str(work / "store"),
            "mappedFileSizeCommitLog=1073741824", "flushDiskType=ASYNC_FLUSH"]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    m = _wait_line(proc.stdout, re.compile(r"READY namesrv=\S+ broker=(\S+)"), 120, proc)
-    return Target("apache", "rocketmq", m.group(1), proc, work)
+    m = _wait_line(proc.stdout, re.compile(r"READY namesrv=(\S+) broker=(\S+)"), 120, proc)
+    return Target("apache", "rocketmq", m.group(2), proc, work, namesrv=m.group(1))
 
 
 def _free_port() -> int:
@@ -384,6 +391,78 @@ async def nats_puller(addr: str, stream: str, queue_id: int, lat: list[float]) -
         conn.close()
 
 
+# ------------------------------------------------------------------------ Java load generator
+
+JAVA_DIR = ROOT / "benchmarks" / "java"
+JAVA_CLIENT: list[str] = []  # the java command line prefix once built
+
+
+def build_java_client() -> list[str] | None:
+    """Compile benchmarks/java (Apache's RocketMQ Java client + NATS' jnats) with Maven, once."""
+    cp_file = JAVA_DIR / "target" / "classpath.txt"
+    main_class = JAVA_DIR / "target" / "classes" / "rmqtool" / "bench" / "LoadGen.class"
+    source = JAVA_DIR / "src" / "main" / "java" / "rmqtool" / "bench" / "LoadGen.java"
+    if not shutil.which("java"):
+        return None
+    if not (cp_file.is_file() and main_class.is_file() and main_class.stat().st_mtime >= source.stat().st_mtime):
+        if not shutil.which("mvn"):
+            return None
+        goals = ["-q", "-B", "-f", str(JAVA_DIR / "pom.xml"), "compile", "dependency:build-classpath"]
+        ok = subprocess.run(["mvn", "-o", *goals], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+        if not ok and subprocess.run(["mvn", *goals]).returncode != 0:
+            return None
+    cp = str(JAVA_DIR / "target" / "classes") + os.pathsep + cp_file.read_text().strip()
+    return ["java", "-Xms256m", "-Xmx512m", "-XX:+UseParallelGC", "-XX:TieredStopAtLevel=1",
+            "-Djava.net.preferIPv4Stack=true", "-cp", cp, "rmqtool.bench.LoadGen"]
+
+
+def _java_results(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, list[float], int]]:
+    out = []
+    for p in procs:
+        try:
+            stdout, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            stdout, _ = p.communicate()
+        lines = [x for x in stdout.decode("utf-8", "replace").splitlines() if x.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"java load generator exited {p.returncode} without a result")
+        r = json.loads(lines[-1])
+        if "error" in r:
+            raise RuntimeError(r["error"])
+        out.append((r["count"], r["lat"], r["busy"]))
+    return out
+
+
+def java_produce(t: Target, topic: str, mode: str, producers: int, duration: float, client_procs: int) -> Result:
+    kind = "nats" if t.kind == "nats" else "rocketmq"
+    addr = t.broker if t.kind == "nats" else t.namesrv
+    start_at = int((time.time() + 6) * 1000)  # JVM start, client start and route lookups before the go
+    procs, first = [], 0
+    for n in _spread(producers, min(producers, client_procs)):
+        procs.append(subprocess.Popen([*JAVA_CLIENT, kind, "produce", mode, addr, topic, str(first), str(n),
+                                       str(start_at), str(duration)], stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
+        first += n
+    results = _java_results(procs, duration + 120)
+    return Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r[0] for r in results), duration,
+                  [x for r in results for x in r[1]], sum(r[2] for r in results))
+
+
+def java_consume(t: Target, topic: str, client_procs: int) -> Result:
+    kind = "nats" if t.kind == "nats" else "rocketmq"
+    addr = t.broker if t.kind == "nats" else t.namesrv
+    groups = [list(range(QUEUES))[i::client_procs] for i in range(client_procs)]
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen([*JAVA_CLIENT, kind, "consume", addr, topic, ",".join(map(str, g))],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+             for g in groups]
+    results = _java_results(procs, 600)
+    took = time.perf_counter() - t0  # includes JVM start, as the Python pullers include theirs
+    return Result(t.name, "consume (pull 32)     ", sum(r[0] for r in results), took,
+                  [x for r in results for x in r[1]])
+
+
 # -------------------------------------------------------------------------------- measurement
 
 def _produce_proc(kind: str, addr: str, topic: str, mode: str, first_idx: int, tasks: int, start_at: float,
@@ -483,6 +562,10 @@ def consume(t: Target, topic: str, client_procs: int) -> Result:
                   [x for r in results for x in r[1]])
 
 
+PRODUCE = produce  # the load generator: these, or java_produce / java_consume
+CONSUME = consume
+
+
 def bench_target(t: Target, producers: list[int], duration: float, client_procs: int,
                  warmup: float) -> list[Result]:
     out = []
@@ -492,7 +575,7 @@ def bench_target(t: Target, producers: list[int], duration: float, client_procs:
         else:
             asyncio.run(nats_setup(t.broker, "BenchWarmup"))
         for mode in ("single", "batch"):
-            produce(t, "BenchWarmup", mode, 4, warmup / 2, client_procs)
+            PRODUCE(t, "BenchWarmup", mode, 4, warmup / 2, client_procs)
     for mode in ("single", "batch"):
         topic = f"Bench{mode.capitalize()}"
         if t.kind == "rocketmq":
@@ -500,11 +583,11 @@ def bench_target(t: Target, producers: list[int], duration: float, client_procs:
         else:
             asyncio.run(nats_setup(t.broker, topic))
         for p in producers:
-            r = produce(t, topic, mode, p, duration, client_procs)
+            r = PRODUCE(t, topic, mode, p, duration, client_procs)
             print(_line(r), flush=True)
             out.append(r)
         if mode == "batch":
-            r = consume(t, topic, client_procs)
+            r = CONSUME(t, topic, client_procs)
             print(_line(r), flush=True)
             out.append(r)
     return out
@@ -524,12 +607,22 @@ def main() -> None:
     ap.add_argument("--targets", default="rmqtool,apache,nats")
     ap.add_argument("--client-procs", type=int, default=max(2, min(4, os.cpu_count() or 2)))
     ap.add_argument("--flush", default="async", choices=["async", "sync"], help="rmqtool serve's --flush")
+    ap.add_argument("--client", default="java", choices=["java", "python"],
+                    help="load generator: Apache's RocketMQ Java client and jnats (built with Maven from "
+                         "benchmarks/java), or the raw-protocol Python generator of this script")
     ap.add_argument("--apache-java-dir", type=Path, default=ROOT / "tests" / "interop" / "java",
                     help="where the interop suite's Maven project (with target/) is")
     args = ap.parse_args()
     producers = [int(x) for x in args.producers.split(",")]
+    global PRODUCE, CONSUME
+    if args.client == "java":
+        cmd = build_java_client()
+        if cmd is None:
+            raise SystemExit("the Java load generator needs java and mvn (or use --client python)")
+        JAVA_CLIENT[:] = cmd
+        PRODUCE, CONSUME = java_produce, java_consume
     wanted = args.targets.split(",")
-    print(f"# {os.cpu_count()} cores shared by server and {args.client_procs} client processes; "
+    print(f"# {os.cpu_count()} cores shared by server and {args.client_procs} {args.client} client processes; "
           f"{MSG_SIZE} B messages, batches of {BATCH}, {QUEUES} queues, {args.duration:g} s per case", flush=True)
     all_results: dict[str, list[Result]] = {}
     for name in wanted:
