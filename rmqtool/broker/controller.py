@@ -25,6 +25,7 @@ from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.pull import PullProcessor
+from rmqtool.broker.registration import NameServerRegistrar
 from rmqtool.broker.send import SendProcessor
 from rmqtool.broker.transaction import TransactionProcessor
 from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic, StoreError
@@ -57,7 +58,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
     """One broker (id 0, master) over a LocalBroker, answering remoting requests."""
 
     def __init__(self, local: Any, advertised: Host, *, routes: RouteInfoManager | None = None,
-                 workers: int = 16) -> None:
+                 workers: int = 16, registrar: NameServerRegistrar | None = None) -> None:
         self.local = local
         self.store = local.store
         self.config = local.config
@@ -92,6 +93,11 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.boot_ms = self.clock()
         self.stats = {"put": 0, "get": 0}
         self._registered_version: tuple[int, int] | None = None
+        # name servers of other processes (namesrvAddr): registered with as a Java broker does
+        self.registrar = registrar
+        self._remote_version: tuple[int, int] | None = None
+        self._remote_at = 0.0
+        self.register_period_s = _int(extra, "registerNameServerPeriod", 30_000) / 1000
         self.handlers: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE: self.process_send,
             RequestCode.SEND_MESSAGE_V2: self.process_send,
@@ -134,12 +140,20 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             asyncio.create_task(self._every(10.0, self._scan_clients), name="client-expiry"),
             asyncio.create_task(self._every(5.0, self._persist_offsets), name="offset-persist"),
             asyncio.create_task(self._every(30.0, self.register_broker_all), name="register-broker"),
+            asyncio.create_task(self._every(1.0, self.register_remote), name="register-remote"),
             asyncio.create_task(self._every(10.0, self._scan_brokers), name="namesrv-expiry"),
             asyncio.create_task(self._every(max(0.2, self.transaction_check_interval_ms / 1000),
                                             self.check_transactions), name="transaction-check"),
         ]
+        if self.registrar is not None:
+            first = asyncio.create_task(self.register_remote(force=True), name="register-remote-first")
+            self._bg.add(first)
+            first.add_done_callback(self._bg.discard)
 
     async def stop(self) -> None:
+        if self.registrar is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.registrar.unregister_all(), 10)
         for t in self._tasks + list(self._bg):
             t.cancel()
         for t in self._tasks + list(self._bg):
@@ -209,6 +223,20 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.routes.register_broker(self.cluster_name, self.broker_addr, self.broker_name, 0,
                                     f"{self.advertised.ip}:{self.advertised.port + 1}", w.topicConfigTable,
                                     w.dataVersion, None)
+
+    async def register_remote(self, *, force: bool = False) -> int:
+        """REGISTER_BROKER to the namesrvAddr name servers: every registerNameServerPeriod, and at
+        once when the topic table changed (a topic created or auto-created), as the Java broker
+        re-registers after `createTopicInSendMessageMethod`. Returns how many accepted."""
+        if self.registrar is None or not self.registrar.addrs:
+            return 0
+        dv = self.local.topics.data_version
+        version = (dv.counter, dv.timestamp)
+        now = time.monotonic()
+        if not force and version == self._remote_version and now - self._remote_at < self.register_period_s:
+            return 0
+        self._remote_version, self._remote_at = version, now
+        return await self.registrar.register_all(self.topic_config_wrapper())
 
     def _scan_brokers(self) -> None:
         """The name server's scanNotActiveBroker: every 10 s, drop brokers silent for 120 s."""

@@ -34,6 +34,7 @@ class ServeOptions:
     broker_port: int | None = None
     flush: str | None = None  # "sync" | "async"
     config_file: Path | None = None
+    namesrv_addr: str | None = None  # name servers of other processes to register with (namesrvAddr)
 
 
 @dataclass
@@ -151,11 +152,23 @@ class Serve:
         from rmqtool.broker.controller import BrokerController
 
         advertised = Host(cfg.broker_ip1, broker.port)
-        self.controller = BrokerController(self.local, advertised, routes=self.routes)
+        self.controller = BrokerController(self.local, advertised, routes=self.routes,
+                                           registrar=self._registrar(cfg, advertised))
         await self.controller.start()
         self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
                               Path(cfg.store_path_root_dir), vip_port)
         return self.info
+
+    def _registrar(self, cfg: Any, advertised: Host) -> Any:
+        """REGISTER_BROKER to `--namesrv-addr` / broker.conf `namesrvAddr`, besides our own name server."""
+        from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar, parse_namesrv_addr
+
+        addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
+        if not addrs:
+            return None
+        ident = BrokerIdentity(cfg.broker_cluster_name, cfg.broker_name, str(advertised), 0,
+                               f"{advertised.ip}:{advertised.port + 1}")
+        return NameServerRegistrar(addrs, ident)
 
     def _conf_keys(self) -> set[str]:
         return set(read_properties(self.opts.config_file)) if self.opts.config_file else set()

@@ -23,6 +23,9 @@ def serve(
                                     help="Broker port, listenPort (default 10911; 0 = any free port)."),
     flush: str = typer.Option(None, "--flush", help="sync or async (flushDiskType); default async."),
     config: Path = typer.Option(None, "-c", "--config", help="broker.conf with RocketMQ property names."),
+    namesrv_addr: str = typer.Option(None, "--namesrv-addr",
+                                     help="Also register the broker with these name servers (host:port;host:port),"
+                                          " e.g. a real Apache cluster's; broker.conf: namesrvAddr."),
     log_level: str = typer.Option("WARNING", "--log-level", help="Diagnostics on stderr: DEBUG, INFO, WARNING."),
 ) -> None:
     """Run a RocketMQ name server and broker in one process until SIGINT/SIGTERM.
@@ -33,7 +36,7 @@ def serve(
 
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config)
+    opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config, namesrv_addr)
 
     def ready(info) -> None:  # type: ignore[no-untyped-def]
         print(ready_line(info), file=sys.stderr, flush=True)

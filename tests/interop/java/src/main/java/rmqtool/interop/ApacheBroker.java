@@ -32,7 +32,8 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * where each key=value is a broker.conf property (BrokerConfig, MessageStoreConfig, NettyServerConfig
  * names), e.g. {@code mappedFileSizeCommitLog=67108864}. Ports default to free ephemeral ones (the
  * broker also needs Q-2 free: its "fast" remoting port). Prints one line on stdout when ready:
- * {@code READY namesrv=127.0.0.1:P broker=127.0.0.1:Q store=DIR}; shuts down cleanly (flush,
+ * {@code READY namesrv=127.0.0.1:P broker=127.0.0.1:Q store=DIR}. With {@code namesrvAddr=H:P} it starts
+ * no name server and registers the broker with that one instead. It shuts down cleanly (flush,
  * checkpoint, abort file removed) when stdin closes, a "stop" line arrives, or on SIGTERM, then
  * prints {@code STOPPED}.
  */
@@ -78,18 +79,9 @@ public final class ApacheBroker {
             brokerPort = freePort(2);
         }
 
-        NamesrvConfig nsConfig = new NamesrvConfig();
-        nsConfig.setRocketmqHome(home.getPath());
-        nsConfig.setKvConfigPath(new File(home, "kvConfig.json").getPath());
-        nsConfig.setConfigStorePath(new File(home, "namesrv.properties").getPath());
-        NettyServerConfig nsNetty = new NettyServerConfig();
-        nsNetty.setBindAddress(HOST);
-        nsNetty.setListenPort(nsPort);
-        NamesrvController namesrv = new NamesrvController(nsConfig, nsNetty, new NettyClientConfig());
-        if (!namesrv.initialize()) {
-            throw new IllegalStateException("NamesrvController.initialize failed");
-        }
-        namesrv.start();
+        // namesrvAddr=HOST:PORT: join that (rmqtool's) name server instead of starting one
+        String external = conf.getProperty("namesrvAddr");
+        NamesrvController namesrv = external == null ? startNamesrv(home, nsPort) : null;
 
         BrokerConfig brokerConfig = new BrokerConfig();
         brokerConfig.setRocketmqHome(home.getPath());
@@ -125,7 +117,9 @@ public final class ApacheBroker {
 
         BrokerController broker = new BrokerController(brokerConfig, brokerNetty, new NettyClientConfig(), storeConfig);
         if (!broker.initialize()) {
-            namesrv.shutdown();
+            if (namesrv != null) {
+                namesrv.shutdown();
+            }
             throw new IllegalStateException("BrokerController.initialize failed (store " + root + ")");
         }
         broker.start();
@@ -134,13 +128,20 @@ public final class ApacheBroker {
         Runnable stop = () -> {
             if (stopped.compareAndSet(false, true)) {
                 broker.shutdown();
-                namesrv.shutdown();
+                if (namesrv != null) {
+                    namesrv.shutdown();
+                }
                 out.println("STOPPED");
             }
         };
         Runtime.getRuntime().addShutdownHook(new Thread(stop, "apache-broker-stop"));
-        waitUntilRegistered(broker, namesrv);
-        out.println("READY namesrv=" + HOST + ":" + nsPort + " broker=" + HOST + ":" + brokerPort + " store=" + root);
+        if (namesrv != null) {
+            waitUntilRegistered(broker, namesrv);
+        } else {
+            broker.registerBrokerAll(true, false, true);
+        }
+        out.println("READY namesrv=" + (namesrv != null ? HOST + ":" + nsPort : external) + " broker=" + HOST + ":"
+            + brokerPort + " store=" + root);
 
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
@@ -151,6 +152,22 @@ public final class ApacheBroker {
         }
         stop.run();
         System.exit(0);
+    }
+
+    static NamesrvController startNamesrv(File home, int nsPort) throws Exception {
+        NamesrvConfig nsConfig = new NamesrvConfig();
+        nsConfig.setRocketmqHome(home.getPath());
+        nsConfig.setKvConfigPath(new File(home, "kvConfig.json").getPath());
+        nsConfig.setConfigStorePath(new File(home, "namesrv.properties").getPath());
+        NettyServerConfig nsNetty = new NettyServerConfig();
+        nsNetty.setBindAddress(HOST);
+        nsNetty.setListenPort(nsPort);
+        NamesrvController namesrv = new NamesrvController(nsConfig, nsNetty, new NettyClientConfig());
+        if (!namesrv.initialize()) {
+            throw new IllegalStateException("NamesrvController.initialize failed");
+        }
+        namesrv.start();
+        return namesrv;
     }
 
     /**

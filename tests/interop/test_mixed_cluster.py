@@ -1,0 +1,119 @@
+"""Mixed clusters: rmqtool's broker in Apache's name server, Apache's broker in rmqtool's.
+
+`rmqtool serve --namesrv-addr` registers its broker with another name server as a Java broker
+does (REGISTER_BROKER with the topic table, again when topics change, UNREGISTER_BROKER on
+shutdown); a real Apache broker started with `namesrvAddr=` pointing at `rmqtool serve` does the
+same the other way. In both directions a client that only knows the name server sends to and
+pulls from the other process's broker, and the broker leaves the cluster when it stops.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rmqtool.client import Message, Producer, PullConsumer
+from rmqtool.remoting import fastjson
+from rmqtool.remoting.bodies import ClusterInfo
+from tests.broker.conftest import Wire
+
+from .conftest import start_apache, start_rmqtool_serve, stop_apache, stop_rmqtool_serve
+from .harness import java_classpath
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
+
+
+def cluster(namesrv: str) -> ClusterInfo:
+    w = Wire(namesrv)
+    try:
+        r = w.request(106)
+        assert r.code == 0, r.remark
+        return ClusterInfo.from_json_obj(fastjson.loads(r.body))
+    finally:
+        w.close()
+
+
+def wait_for(cond, timeout: float, what: str) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def create_topic(broker: str, topic: str) -> None:
+    w = Wire(broker)
+    try:
+        r = w.request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
+                           "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
+        assert r.code == 0, r.remark
+    finally:
+        w.close()
+
+
+def routed(namesrv: str, topic: str) -> bool:
+    w = Wire(namesrv)
+    try:
+        return w.request(105, {"topic": topic}).code == 0
+    finally:
+        w.close()
+
+
+def round_trip(namesrv: str, topic: str, broker_name: str, n: int = 6) -> None:
+    """Send `n` messages through `namesrv` only; all land on `broker_name` and pull back intact."""
+    # the name server routes the topic once the broker registered it (rmqtool: at once; Java: at once too)
+    wait_for(lambda: routed(namesrv, topic), 40, f"a route for {topic}")
+    with Producer(f"pg_{topic}", namesrv) as p:
+        assert {q.broker_name for q in p.fetch_publish_message_queues(topic)} == {broker_name}
+        sent = [p.send(Message(topic, f"m{i}".encode(), tags="mix", keys=[f"k{i}"])) for i in range(n)]
+    assert all(r.status.name == "SEND_OK" for r in sent)
+    assert {r.message_queue.broker_name for r in sent} == {broker_name}
+    got = []
+    c = PullConsumer(f"cg_{topic}", namesrv).start()
+    try:
+        for mq in c.fetch_subscribe_message_queues(topic):
+            got += [m.body for m in c.pull(mq, "*", 0, 32).messages]
+    finally:
+        c.shutdown()
+    assert sorted(got) == sorted(f"m{i}".encode() for i in range(n))
+
+
+@pytest.fixture(scope="module")
+def java_built():
+    if java_classpath() is None:
+        pytest.skip("Apache RocketMQ Java programs not built (run .ci/steps/10-interop.sh; needs Maven Central)")
+
+
+def test_rmqtool_broker_joins_an_apache_name_server(java_built, apache_broker, tmp_path):
+    conf = tmp_path / "mix.conf"
+    conf.write_text("brokerName=broker-rmq\n")
+    mine = start_rmqtool_serve(tmp_path / "rmq", "-c", str(conf), "--namesrv-addr", apache_broker.namesrv)
+    try:
+        wait_for(lambda: "broker-rmq" in cluster(apache_broker.namesrv).brokerAddrTable, 30,
+                 "Apache's name server to list broker-rmq")
+        info = cluster(apache_broker.namesrv)
+        assert info.brokerAddrTable["broker-rmq"].brokerAddrs == {0: mine.broker}
+        assert "broker-rmq" in info.clusterAddrTable["DefaultCluster"]
+        create_topic(mine.broker, "MixOnRmq")
+        round_trip(apache_broker.namesrv, "MixOnRmq", "broker-rmq")
+    finally:
+        assert stop_rmqtool_serve(mine) == 0
+    assert "broker-rmq" not in cluster(apache_broker.namesrv).brokerAddrTable  # UNREGISTER_BROKER
+
+
+def test_apache_broker_joins_the_rmqtool_name_server(java_built, rmqtool_serve, tmp_path):
+    theirs = start_apache(tmp_path / "apache", f"namesrvAddr={rmqtool_serve.namesrv}", "brokerName=broker-apache")
+    try:
+        assert theirs.namesrv == rmqtool_serve.namesrv
+        wait_for(lambda: "broker-apache" in cluster(rmqtool_serve.namesrv).brokerAddrTable, 30,
+                 "rmqtool's name server to list broker-apache")
+        info = cluster(rmqtool_serve.namesrv)
+        assert info.brokerAddrTable["broker-apache"].brokerAddrs == {0: theirs.broker}
+        create_topic(theirs.broker, "MixOnApache")
+        round_trip(rmqtool_serve.namesrv, "MixOnApache", "broker-apache")
+    finally:
+        stop_apache(theirs)
+    wait_for(lambda: "broker-apache" not in cluster(rmqtool_serve.namesrv).brokerAddrTable, 20,
+             "the Apache broker's UNREGISTER_BROKER")
