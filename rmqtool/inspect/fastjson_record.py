@@ -18,6 +18,7 @@ import base64
 import ipaddress
 import struct
 import zlib
+from itertools import repeat
 from typing import Any
 
 from rmqtool.layouts.constants import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
@@ -36,7 +37,7 @@ V4_HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")
 _hosts: dict[bytes, str] = {}
 _msg_id_hosts: dict[bytes, str] = {}  # raw store host -> the first 16 hex digits of offsetMsgId
 _topic_codecs: dict[int, Any] = {}
-_U64 = (1 << 64) - 1
+_partition = str.partition
 
 
 def _host(raw: bytes) -> str:
@@ -55,7 +56,8 @@ def _host(raw: bytes) -> str:
 
 def _props(text: str) -> dict[str, str]:
     """`decode_properties` in one comprehension: same drops (empty key or value), same last-wins."""
-    return {k: v for k, sep, v in (seg.partition("\x01") for seg in text.split("\x02")) if sep and k and v}
+    # a non-empty value implies the separator was found: `v and k` is `sep and k and v`
+    return {k: v for k, _, v in map(_partition, text.split("\x02"), repeat("\x01")) if v and k}
 
 
 def _msg_id_host(raw: bytes) -> str:
@@ -109,7 +111,7 @@ def fast_message_fields(buf, pos: int, end: int, body_hex: bool = False,
     else:
         props = {}
         uniq = tags = keys = None
-    offset_msg_id = (_msg_id_hosts.get(store) or _msg_id_host(store)) + "%016X" % (phys & _U64)
+    offset_msg_id = (_msg_id_hosts.get(store) or _msg_id_host(store)) + _Q.pack(phys).hex().upper()
     file, path = where if where is not None else ("", "")
     d: dict[str, Any] = {
         "file": file, "path": path, "pos": pos,
