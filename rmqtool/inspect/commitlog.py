@@ -88,7 +88,7 @@ def _good_run(mapping, buf, pos: int, stop: int, end: int, base: int, check_crc:
     with no problem (a V1 record with IPv4 hosts, sound lengths, CRC, physicalOffset equal to its
     position) and stops at anything else, which the general loop then handles. Per record: one
     unpack for the fixed part, one for topic + propertiesLength, the CRC and a queue counter; no
-    objects besides those. The CRC reads a copy sliced from the mmap (`mapping`), cheaper than a
+    objects besides those (the topic codec is looked up only when the topic length changes). The CRC reads a copy sliced from the mmap (`mapping`), cheaper than a
     memoryview slice for the usual small bodies; large bodies go through the memoryview `buf`.
     """
     unpack = V4_SCAN.unpack_from
@@ -100,24 +100,26 @@ def _good_run(mapping, buf, pos: int, stop: int, end: int, base: int, check_crc:
     delta = base  # physicalOffset - position of a record in place
     first_ts = last_ts = 0
     n = 0
-    while pos < stop and pos <= last:
+    limit = min(stop - 1, last)
+    tl = -1  # the topic length of the previous record: the next one most likely has the same
+    codec = None
+    while pos <= limit:
         total, magic, crc, qid, qoff, phys, sysflag, store_ts, body_len = unpack(buf, pos)
         if magic != v1 or sysflag & 0x30 or phys - pos != delta or not 91 <= total <= end - pos or body_len < 0:
             break
         rec_end = pos + total
-        tpos = pos + 89 + body_len  # the topic, after its 1-byte length
-        if tpos + 2 > rec_end:
+        tpos = pos + 88 + body_len  # the 1-byte topic length, then the topic and propertiesLength
+        if tpos + tl + 3 > rec_end or buf[tpos] != tl:
+            tl = buf[tpos] if tpos < rec_end else 128
+            if tl > 127 or tpos + tl + 3 > rec_end:
+                break
+            codec = get_codec(tl)
+            if codec is None:
+                codec = topic_codecs[tl] = _topic_codec(tl)
+        topic, pl = codec(buf, tpos + 1)
+        if tpos + tl + 3 + pl != rec_end:
             break
-        tl = buf[tpos - 1]
-        if tl > 127 or tpos + tl + 2 > rec_end:
-            break
-        codec = get_codec(tl)
-        if codec is None:
-            codec = topic_codecs[tl] = _topic_codec(tl)
-        topic, pl = codec(buf, tpos)
-        if tpos + tl + 2 + pl != rec_end:
-            break
-        if check_crc and (crc32(mapping[pos + 88 : tpos - 1] if body_len < 4096 else buf[pos + 88 : tpos - 1])
+        if check_crc and (crc32(mapping[pos + 88 : tpos] if body_len < 4096 else buf[pos + 88 : tpos])
                           & 0x7FFFFFFF) != crc:
             break
         if not sysflag & 0x4:  # TRANSACTION_NOT_TYPE or TRANSACTION_COMMIT_TYPE
