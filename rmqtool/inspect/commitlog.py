@@ -87,9 +87,10 @@ def _good_run(mapping, buf, pos: int, stop: int, end: int, base: int, check_crc:
     The hot loop of `verify`: it accepts only what the general loop of `scan_commitlog` accepts
     with no problem (a V1 record with IPv4 hosts, sound lengths, CRC, physicalOffset equal to its
     position) and stops at anything else, which the general loop then handles. Per record: one
-    unpack for the fixed part, one for topic + propertiesLength, the CRC and a queue counter; no
-    objects besides those (the topic codec is looked up only when the topic length changes). The CRC reads a copy sliced from the mmap (`mapping`), cheaper than a
-    memoryview slice for the usual small bodies; large bodies go through the memoryview `buf`.
+    unpack for the fixed part, one for topic + propertiesLength (its codec is looked up again
+    only when the topic length changes), the CRC and a queue counter; no objects besides those.
+    The CRC reads a copy sliced from the mmap (`mapping`), cheaper than a memoryview slice for
+    the usual small bodies; large bodies go through the memoryview `buf`.
     """
     unpack = V4_SCAN.unpack_from
     crc32 = zlib.crc32
