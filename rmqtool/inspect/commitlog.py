@@ -29,7 +29,12 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp, 48 bytes
-_V4 = struct.Struct(">iiiiiqqiq8sq8siqi")  # totalSize .. bodyLength of an IPv4/IPv4 record, 88 bytes
+# totalSize, magicCode, bodyCRC, queueId, queueOffset, physicalOffset, sysFlag, storeTimestamp and
+# bodyLength of a record with IPv4 hosts (88 bytes; pad bytes skip the fields no check reads, so no
+# int objects are made for them). tests/layouts checks it against CommitLogRecord.
+V4_SCAN_FIELDS = ("totalSize", "magicCode", "bodyCRC", "queueId", "queueOffset", "physicalOffset", "sysFlag",
+                  "storeTimestamp", "bodyLength")
+V4_SCAN = struct.Struct(">iiii4xqqi16xq20xi")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
@@ -69,6 +74,74 @@ def _record_failure(buf, pos: int, end: int, *, check_crc: bool = True) -> Recor
     return None
 
 
+def _topic_codec(topic_len: int) -> Callable:
+    """`unpack_from` of topic bytes + propertiesLength for one topic length: one call, one tuple."""
+    return struct.Struct(f">{topic_len}sh").unpack_from
+
+
+def _good_run(mapping, buf, pos: int, stop: int, end: int, base: int, check_crc: bool,
+              queues: dict[tuple[bytes, int], list[int]], topic_codecs: dict[int, Callable],
+              ) -> tuple[int, int, int, int]:
+    """Check the run of plain records from `pos`: (position after it, records, first and last storeTimestamp).
+
+    The hot loop of `verify`: it accepts only what the general loop of `scan_commitlog` accepts
+    with no problem (a V1 record with IPv4 hosts, sound lengths, CRC, physicalOffset equal to its
+    position) and stops at anything else, which the general loop then handles. Per record: one
+    unpack for the fixed part, one for topic + propertiesLength (its codec is looked up again
+    only when the topic length changes), the CRC and a queue counter; no objects besides those.
+    The CRC reads a copy sliced from the mmap (`mapping`), cheaper than a memoryview slice for
+    the usual small bodies; large bodies go through the memoryview `buf`.
+    """
+    unpack = V4_SCAN.unpack_from
+    crc32 = zlib.crc32
+    get_codec = topic_codecs.get
+    get_queue = queues.get
+    v1 = MESSAGE_MAGIC_CODE
+    last = end - _MIN_RECORD  # a record needs 91 bytes
+    delta = base  # physicalOffset - position of a record in place
+    first_ts = last_ts = 0
+    n = 0
+    limit = min(stop - 1, last)
+    tl = -1  # the topic length of the previous record: the next one most likely has the same
+    codec = None
+    while pos <= limit:
+        total, magic, crc, qid, qoff, phys, sysflag, store_ts, body_len = unpack(buf, pos)
+        if magic != v1 or sysflag & 0x30 or phys - pos != delta or not 91 <= total <= end - pos or body_len < 0:
+            break
+        rec_end = pos + total
+        tpos = pos + 88 + body_len  # the 1-byte topic length, then the topic and propertiesLength
+        if tpos + tl + 3 > rec_end or buf[tpos] != tl:
+            tl = buf[tpos] if tpos < rec_end else 128
+            if tl > 127 or tpos + tl + 3 > rec_end:
+                break
+            codec = get_codec(tl)
+            if codec is None:
+                codec = topic_codecs[tl] = _topic_codec(tl)
+        topic, pl = codec(buf, tpos + 1)
+        if tpos + tl + 3 + pl != rec_end:
+            break
+        if check_crc and (crc32(mapping[pos + 88 : tpos] if body_len < 4096 else buf[pos + 88 : tpos])
+                          & 0x7FFFFFFF) != crc:
+            break
+        if not sysflag & 0x4:  # TRANSACTION_NOT_TYPE or TRANSACTION_COMMIT_TYPE
+            st = get_queue((topic, qid))
+            if st is None:
+                queues[(topic, qid)] = [1, qoff, qoff]
+            else:
+                st[0] += 1
+                if qoff > st[2]:
+                    st[2] = qoff
+                elif qoff < st[1]:
+                    st[1] = qoff
+        if not first_ts:
+            first_ts = store_ts
+        if store_ts > last_ts:
+            last_ts = store_ts
+        n += 1
+        pos = rec_end
+    return pos, n, first_ts, last_ts
+
+
 def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool = True,
                    file_size: int | None = None, result: ScanResult | None = None,
                    progress: Callable[[int], None] | None = None,
@@ -91,13 +164,13 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
     stopped = False
     magics = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
     unpack_head = _HEAD.unpack_from
-    unpack_v4 = _V4.unpack_from
-    v1 = MESSAGE_MAGIC_CODE
     unpack_i32 = _I32.unpack_from
     unpack_i16 = _I16.unpack_from
     unpack_i64 = _I64.unpack_from
     crc32 = zlib.crc32
-    queues = res.queues
+    # (topic, queueId) -> [count, min, max]: plain lists are cheaper to update than QueueStat
+    queues: dict[tuple[bytes, int], list[int]] = {}
+    topic_codecs: dict[int, Callable] = {}
     for idx, qf in enumerate(files):
         rel = relpath(qf.path, root)
         last_file = idx == len(files) - 1
@@ -125,40 +198,20 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                 pos = byte_range[0]
                 stop = end if byte_range[1] is None else min(end, byte_range[1])
             last_shift = 0
-            nrec = 0
-            last_ts = res.last_store_timestamp
+            first_ts, last_ts = res.first_store_timestamp, res.last_store_timestamp
             while pos < stop:
-                # fast path: a good V1 record with IPv4 hosts, one unpack for its fixed part
-                if end - pos >= 91:
-                    (total, magic, crc, qid, _flag, qoff, phys, sysflag, _born, _bh, store_ts, _sh, _rc, _pto,
-                     body_len) = unpack_v4(buf, pos)
-                    rec_end = pos + total
-                    if magic == v1 and not sysflag & 0x30 and 91 <= total <= end - pos and body_len >= 0:
-                        tpos = pos + 89 + body_len
-                        if tpos + 2 <= rec_end:
-                            tl = buf[tpos - 1]
-                            ppos = tpos + tl
-                            if tl < 128 and ppos + 2 <= rec_end and ppos + 2 + unpack_i16(buf, ppos)[0] == rec_end \
-                                    and phys == base + pos and not stopped and on_record is None and (
-                                    not check_crc or crc32(buf[pos + 88 : tpos - 1]) & 0x7FFFFFFF == crc):
-                                if store_ts > last_ts:
-                                    last_ts = store_ts
-                                if not sysflag & 0xC or sysflag & 0xC == 0x8:
-                                    key = (bytes(buf[tpos:ppos]), qid)
-                                    st = queues.get(key)
-                                    if st is None:
-                                        queues[key] = QueueStat(1, qoff, qoff)
-                                    else:
-                                        st.count += 1
-                                        if qoff > st.max_queue_offset:
-                                            st.max_queue_offset = qoff
-                                        elif qoff < st.min_queue_offset:
-                                            st.min_queue_offset = qoff
-                                if res.first_store_timestamp == 0:
-                                    res.first_store_timestamp = store_ts
-                                nrec += 1
-                                pos = rec_end
-                                continue
+                if not stopped and on_record is None and pos <= end - _MIN_RECORD:
+                    run = _good_run(rof.mapping, buf, pos, stop, end, base, check_crc, queues, topic_codecs)
+                    if run[0] != pos:
+                        pos, n_good, run_first, run_last = run
+                        res.records += n_good
+                        if not first_ts:
+                            first_ts = run_first
+                        if run_last > last_ts:
+                            last_ts = run_last
+                        res.end_offset = base + pos
+                        if pos >= stop:
+                            break
                 if end - pos < 8:
                     if pos < end and rof.first_nonzero(pos, end) >= 0:
                         yield Problem(rel, pos, "torn-tail", f"{end - pos} trailing bytes hold no record")
@@ -255,38 +308,35 @@ def scan_commitlog(files: list[QueueFile], root: Path | None, *, check_crc: bool
                 if stopped:  # after the point recovery stops at: checked, but not part of the store
                     pos += total
                     continue
-                if res.first_store_timestamp == 0:
-                    res.first_store_timestamp = store_ts
-                if store_ts > res.last_store_timestamp:
-                    res.last_store_timestamp = store_ts
+                if not first_ts:
+                    first_ts = store_ts
+                if store_ts > last_ts:
+                    last_ts = store_ts
                 tx = sysflag & TRANSACTION_TYPE_MASK
                 topic = bytes(buf[tpos : tpos + tl])
                 if tx == TRANSACTION_NOT_TYPE or tx == TRANSACTION_COMMIT_TYPE:
                     key = (topic, qid)
                     st = queues.get(key)
                     if st is None:
-                        st = queues[key] = QueueStat(0, qoff, qoff)
-                    st.count += 1
-                    if qoff > st.max_queue_offset:
-                        st.max_queue_offset = qoff
-                    if qoff < st.min_queue_offset:
-                        st.min_queue_offset = qoff
+                        queues[key] = [1, qoff, qoff]
+                    else:
+                        st[0] += 1
+                        if qoff > st[2]:
+                            st[2] = qoff
+                        elif qoff < st[1]:
+                            st[1] = qoff
                 if on_record is not None:
                     on_record(base + pos, total, topic, qid, qoff, sysflag)
                 res.records += 1
                 pos += total
                 res.end_offset = base + pos
-            res.records += nrec
-            if last_ts > res.last_store_timestamp:
-                res.last_store_timestamp = last_ts
-            if nrec and not stopped:
-                res.end_offset = max(res.end_offset, base + pos)
+            res.first_store_timestamp, res.last_store_timestamp = first_ts, last_ts
             res.bytes_checked += pos
             if progress is not None:
                 progress(end)
-    # queue keys to text once, at the end (the scan keeps raw bytes)
-    res.queues = {(t.decode("utf-8", "replace") if isinstance(t, bytes) else t, q): s
-                  for (t, q), s in queues.items()}
+    # queue keys to text and counters to QueueStat once, at the end (the scan keeps raw bytes and lists)
+    for (t, q), (count, lo, hi) in queues.items():
+        res.queues[(t.decode("utf-8", "replace"), q)] = QueueStat(count, lo, hi)
 
 
 class CommitLogReader:

@@ -192,17 +192,20 @@ def _commitlog_at(files: list[QueueFile], relroot: Path, offset: int, f: Filters
 
 def _commitlog_file(qf: QueueFile, rof: ReadOnlyFile, rel: str, f: Filters) -> Iterator[Item]:
     buf, end, pos = rof.buf, rof.size, 0
+    mapping = rof.mapping  # slicing the mmap gives bytes directly (fast_message_fields)
     want_all = f.topic is None and f.queue is None and f.since is None and f.until is None and f.key is None \
         and f.msg_id is None and f.tag is None
     fast = not f.raw and not f.follow and (want_all or f.msg_id is None and f.key is None and f.tag is None)
     base = qf.base
     where = (rel.rsplit("/", 1)[-1], rel)
+    body_hex = f.body_hex
+    start = -1 if f.offset is None else f.offset - base  # records before this position are skipped
     while pos + 8 <= end:
         if fast:
-            r = fast_message_fields(buf, pos, end, f.body_hex, where)
+            r = fast_message_fields(mapping, pos, end, body_hex, where)
             if r is not None:
                 total, d = r
-                if (f.offset is None or base + pos >= f.offset) and (want_all or _fields_match(d, f)):
+                if pos >= start and (want_all or _fields_match(d, f)):
                     yield Item("message", rel, pos, d, complete=True)
                 pos += total
                 continue

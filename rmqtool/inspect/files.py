@@ -49,6 +49,12 @@ class ReadOnlyFile:
     def fileno(self) -> int:
         return self._fh.fileno()
 
+    @property
+    def mapping(self) -> mmap.mmap | bytes:
+        """The mmap itself: slicing it copies bytes, which for a small range is cheaper than the
+        memoryview slice `buf` makes (the CommitLog scan's CRC)."""
+        return self._mm if self._mm is not None else b""
+
     def first_nonzero(self, start: int, end: int | None = None) -> int:
         """`first_nonzero` over this file, skipping the holes of a sparse file."""
         return first_nonzero(self.buf, start, self.size if end is None else end, self._fh.fileno())

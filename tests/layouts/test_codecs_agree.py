@@ -82,3 +82,46 @@ def test_record_codec_matches_construct(topic, body, props, born, store, ints):
 def test_java_hash_is_int32(s):
     h = java_string_hash(s)
     assert -(2**31) <= h < 2**31
+
+
+@settings(max_examples=200)
+@given(topic=st.binary(min_size=1, max_size=127), body=st.binary(max_size=300), props=st.binary(max_size=60),
+       ints=st.tuples(i32, i32, i32, i32, i64, i64, i32, i64, i64, i32, i64),
+       hosts=st.tuples(st.binary(min_size=4, max_size=4), i32, st.binary(min_size=4, max_size=4), i32))
+def test_scan_struct_matches_construct(topic, body, props, ints, hosts):
+    """`V4_SCAN` and `_topic_codec` (the verify hot loop) read the fields CommitLogRecord declares."""
+    from rmqtool.inspect.commitlog import V4_SCAN, V4_SCAN_FIELDS, _topic_codec
+    from rmqtool.layouts.constants import MESSAGE_MAGIC_CODE_V2
+
+    crc, qid, flag, magic, qoff, phys, sysflag, born_ts, store_ts, recons, prep = ints
+    raw = CommitLogRecord.build(dict(
+        totalSize=record_size(len(body), len(topic), len(props)), magicCode=magic if magic != MESSAGE_MAGIC_CODE_V2 else 0,
+        bodyCRC=crc, queueId=qid, flag=flag, queueOffset=qoff, physicalOffset=phys, sysFlag=sysflag & ~0x30,
+        bornTimestamp=born_ts, bornHost=dict(ip=hosts[0], port=hosts[1]), storeTimestamp=store_ts,
+        storeHost=dict(ip=hosts[2], port=hosts[3]), reconsumeTimes=recons, preparedTransactionOffset=prep,
+        body=body, topic=topic, properties=props))
+    parsed = CommitLogRecord.parse(raw)
+    assert V4_SCAN.size == 88
+    assert dict(zip(V4_SCAN_FIELDS, V4_SCAN.unpack_from(raw), strict=True)) == {k: parsed[k] for k in V4_SCAN_FIELDS}
+    assert _topic_codec(parsed.topicLength)(raw, 89 + len(body)) == (parsed.topic, parsed.propertiesLength)
+
+
+@settings(max_examples=100)
+@given(body=st.binary(max_size=50), ints=st.tuples(i32, i32, i32, i32, i64, i64, i32, i64, i64, i32, i64),
+       hosts=st.tuples(st.binary(min_size=4, max_size=4), i32, st.binary(min_size=4, max_size=4), i32))
+def test_json_head_struct_matches_construct(body, ints, hosts):
+    """`fastjson_record.V4_HEAD` (the inspect --json hot path) reads the fields CommitLogRecord declares."""
+    from rmqtool.inspect.fastjson_record import V4_FIELDS, V4_HEAD
+
+    crc, qid, flag, magic, qoff, phys, sysflag, born_ts, store_ts, recons, prep = ints
+    raw = CommitLogRecord.build(dict(
+        totalSize=record_size(len(body), 1, 0), magicCode=magic, bodyCRC=crc, queueId=qid, flag=flag,
+        queueOffset=qoff, physicalOffset=phys, sysFlag=sysflag & ~0x30, bornTimestamp=born_ts,
+        bornHost=dict(ip=hosts[0], port=hosts[1]), storeTimestamp=store_ts, storeHost=dict(ip=hosts[2], port=hosts[3]),
+        reconsumeTimes=recons, preparedTransactionOffset=prep, body=body, topic=b"T", properties=b""))
+    parsed = CommitLogRecord.parse(raw)
+    expect = {k: parsed[k] for k in V4_FIELDS}
+    for h in ("bornHost", "storeHost"):
+        expect[h] = parsed[h].ip + parsed[h].port.to_bytes(4, "big", signed=True)
+    assert V4_HEAD.size == 88
+    assert dict(zip(V4_FIELDS, V4_HEAD.unpack_from(raw), strict=True)) == expect
