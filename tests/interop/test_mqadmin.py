@@ -245,6 +245,7 @@ _RUNS: dict[str, Scenario | Exception] = {}
 @pytest.fixture
 def sc(any_broker, tmp_path_factory, request) -> Scenario:
     """The scenario of this broker, run once; marks the check xfail where serve has a known gap."""
+    require_java()  # skips (mqadmin not built) before anything runs against serve
     if any_broker.kind not in _RUNS:
         try:
             _RUNS[any_broker.kind] = run_scenario(any_broker, tmp_path_factory.mktemp(f"mqadmin-{any_broker.kind}"))
