@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Third-party software the interop tests (tests/interop) run against, all pinned:
-#  - Apache RocketMQ 5.3.3 from Maven Central (rocketmq-common/-client/-broker/-namesrv), built
+#  - Apache RocketMQ 5.3.3 from Maven Central (rocketmq-common/-client/-broker/-namesrv/-tools), built
 #    into tests/interop/java/target with its classpath in target/classpath.txt;
 #  - npm ali-ons 3.12.0 (tests/interop/node, from package-lock.json);
 #  - PyPI rocketmq 0.4.4 and rocketmq-python-cvs 2.1.0.3 (Apache's C++ client 1.x / 2.1.0, each with

@@ -1,8 +1,9 @@
 """Offsets, lookups, topics and stats: GET_MAX/MIN_OFFSET 30/31, SEARCH_OFFSET_BY_TIMESTAMP 29,
 GET_EARLIEST_MSG_STORETIME 32, VIEW_MESSAGE_BY_ID 33, QUERY_MESSAGE 12, UPDATE_AND_CREATE_TOPIC 17,
 GET_ALL_TOPIC_CONFIG 21, and what `mqadmin topicStatus / consumerProgress / consumerConnection /
-brokerStatus` ask: GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208,
-GET_CONSUMER_CONNECTION_LIST 203, GET_BROKER_RUNTIME_INFO 28 (protocol.md §4.7, §4.8, §4.13).
+brokerStatus / topicList -c / queryMsgById` ask: GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208,
+GET_TOPIC_CONFIG 351, QUERY_TOPIC_CONSUME_BY_WHO 300, GET_CONSUMER_CONNECTION_LIST 203,
+GET_BROKER_RUNTIME_INFO 28 (protocol.md §4.7, §4.8, §4.13).
 
 `AdminBrokerProcessor` + `QueryMessageProcessor` of the Java broker.
 """
@@ -18,6 +19,7 @@ from rmqtool.remoting.bodies import Connection as ConnectionBody
 from rmqtool.remoting.bodies import (
     ConsumerConnection,
     ConsumeStats,
+    GroupList,
     KVTable,
     MessageQueue,
     OffsetWrapper,
@@ -31,10 +33,12 @@ from rmqtool.remoting.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
+    GetTopicConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
     OffsetResponseHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
+    QueryTopicConsumeByWhoRequestHeader,
     SearchOffsetRequestHeader,
     TopicQueueRequestHeader,
     ViewMessageRequestHeader,
@@ -124,6 +128,29 @@ class AdminProcessor:
     async def process_get_all_topic_config(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(body=fastjson.dumpb(self.topic_config_wrapper()))
 
+    async def process_get_topic_config(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """`getTopicConfig`: TopicConfigAndQueueMapping, i.e. the TopicConfig with no static-topic mapping.
+
+        The 5.x admin asks it after GET_TOPIC_STATS_INFO / GET_CONSUME_STATS (`MQAdminUtils
+        .examineTopicConfigFromRoute`), so `mqadmin topicStatus` and `consumerProgress` fail without it.
+        """
+        from rmqtool.broker.controller import to_wire_topic_config
+
+        h = GetTopicConfigRequestHeader.from_ext(cmd.ext_fields)
+        tc = self.local.topics.select(h.topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"No topic in this broker. topic: {h.topic}")
+        return cmd.response(body=fastjson.dumpb(to_wire_topic_config(tc)))
+
+    async def process_topic_consume_by_who(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """`queryTopicConsumeByWho`: online groups subscribing the topic, plus groups with offsets in it."""
+        h = QueryTopicConsumeByWhoRequestHeader.from_ext(cmd.ext_fields)
+        groups = [g for g, info in self.clients.consumers.items() if info.channels and h.topic in info.subscriptions]
+        for g, topics in self.local.offsets.group_topic_map().items():
+            if h.topic in topics and g not in groups:
+                groups.append(g)
+        return cmd.response(body=fastjson.dumpb(GroupList(groups)))
+
     async def process_topic_stats(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = GetTopicStatsInfoRequestHeader.from_ext(cmd.ext_fields)
         tc = self.local.topics.select(h.topic)
@@ -181,6 +208,7 @@ class AdminProcessor:
         uptime_s = max(0, (now - self.boot_ms) // 1000)
         table = {
             "brokerVersionDesc": BROKER_VERSION_DESC,
+            "brokerActive": "true",  # a master that accepts writes; clusterList's #ACTIVATED
             "brokerVersion": str(BROKER_VERSION),
             "bootTimestamp": str(self.boot_ms),
             "runtime": f"[ {uptime_s // 86400} days, {uptime_s // 3600 % 24} hours, {uptime_s // 60 % 60} minutes, "

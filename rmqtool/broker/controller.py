@@ -122,6 +122,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.process_update_and_create_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.process_get_all_topic_config,
             RequestCode.GET_TOPIC_STATS_INFO: self.process_topic_stats,
+            RequestCode.GET_TOPIC_CONFIG: self.process_get_topic_config,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.process_topic_consume_by_who,
             RequestCode.GET_CONSUME_STATS: self.process_consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.process_consumer_connection_list,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.process_broker_runtime_info,

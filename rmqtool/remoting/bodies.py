@@ -403,6 +403,14 @@ class CheckClientRequestBody:
 
 
 @dataclass
+class GroupList:
+    groupList: list[str] = field(default_factory=list)
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return bean(groupList=self.groupList)
+
+
+@dataclass
 class KVTable:
     table: dict[str, str] = field(default_factory=dict)
 

@@ -352,6 +352,17 @@ class GetTopicStatsInfoRequestHeader(Header):
 
 
 @dataclass
+class GetTopicConfigRequestHeader(Header):
+    topic: str
+    lo: bool | None = None
+
+
+@dataclass
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    topic: str
+
+
+@dataclass
 class GetConsumeStatsRequestHeader(Header):
     consumerGroup: str
     topic: str | None = None

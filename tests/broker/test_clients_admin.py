@@ -125,6 +125,25 @@ def test_stats_topic_status_consumer_progress_runtime(serve, broker):
     assert len(rt["putTps"].split()) == 3
 
 
+def test_topic_config_and_topic_consume_by_who(serve, broker):
+    """What the 5.x mqadmin asks besides the stats: GET_TOPIC_CONFIG 351 (topicStatus and
+    consumerProgress fail without it) and QUERY_TOPIC_CONSUME_BY_WHO 300 (topicList -c, queryMsgById)."""
+    assert broker.request(17, {"topic": "CA_Cfg", "defaultTopic": "TBW102", "readQueueNums": "3",
+                               "writeQueueNums": "3", "perm": "6", "topicFilterType": "SINGLE_TAG"}).code == 0
+    tc = json.loads(broker.request(351, {"topic": "CA_Cfg", "lo": "true"}).body)
+    assert (tc["topicName"], tc["readQueueNums"], tc["writeQueueNums"], tc["perm"]) == ("CA_Cfg", 3, 3, 6)
+    assert "mappingDetail" not in tc  # no static-topic mapping: fastjson leaves the null out
+    assert broker.request(351, {"topic": "CA_NoCfg"}).code == 17
+    broker.request(310, send_ext("CA_Cfg", 0), b"x")
+    broker.request(15, {"consumerGroup": "cg_who_off", "topic": "CA_Cfg", "queueId": "0", "commitOffset": "1"})
+    assert broker.request(34, body=heartbeat_body("10.0.0.9@w", "cg_who_on", [sub_data("CA_Cfg")])).code == 0
+    groups = json.loads(broker.request(300, {"topic": "CA_Cfg"}).body)["groupList"]
+    assert sorted(groups) == ["cg_who_off", "cg_who_on"]
+    assert json.loads(broker.request(300, {"topic": "CA_Nobody"}).body)["groupList"] == []
+    rt = json.loads(broker.request(28).body)["table"]
+    assert rt["brokerActive"] == "true"  # mqadmin clusterList's #ACTIVATED
+
+
 def test_lock_and_unlock_batch(serve, broker):
     mq = [{"topic": "CA_Lock", "brokerName": "broker-a", "queueId": i} for i in range(3)]
     a = {"consumerGroup": "cg_lock", "clientId": "A", "mqSet": mq}

@@ -1,0 +1,358 @@
+"""Issue 5: Apache's own admin CLI, mqadmin (rocketmq-tools 5.3.3, `MQAdminStartup`), against
+`rmqtool serve` and against Apache's broker, with the same assertions.
+
+tests/broker/test_clients_admin.py checks the admin requests with our own wire client; this runs
+the real tool, so a field mqadmin reads that our bodies lack, or a request we do not answer,
+shows up as the tool would show it to an operator. Against Apache RocketMQ 5.3.3's broker each
+check proves itself right; against serve it proves serve answers it.
+
+One scenario per broker: mqadmin creates a topic T (4 queues, `updateTopic -b`) and T2 (2 queues,
+`updateTopic -c`); our Producer puts q+1 "done" messages then one "held" message into queue q;
+our PushConsumer (group G) consumes the done ones and keeps each held one in its listener, so G
+stays online with a committed offset of q+1 and a lag of exactly one per queue. While it is so,
+one mqadmin JVM (`MQAdminSession.java`: many `MQAdminStartup.main0` calls, stdout captured per
+command) runs every read command; each check then parses one command's output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from rmqtool.client import (
+    CONSUME_FROM_FIRST_OFFSET,
+    ClientConfig,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+)
+from rmqtool.remoting import fastjson
+from rmqtool.remoting.command import RemotingCommand
+
+from .harness import java_cmd, require_java
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
+
+QUEUES = 4
+CMD_TIMEOUT = 60.0  # s, one mqadmin command (its own RPC timeouts are 3-5 s)
+
+# What `rmqtool serve` is known not to answer yet (found by these very tests): check name -> reason.
+SERVE_GAPS: dict[str, str] = {}
+
+
+class MQAdmin:
+    """One JVM running Apache's mqadmin commands one after another (MQAdminSession.java)."""
+
+    def __init__(self, namesrv: str, home: Path) -> None:
+        require_java()
+        home.mkdir(parents=True, exist_ok=True)
+        self.namesrv = namesrv
+        self.stderr = open(home / "mqadmin.stderr", "wb")  # noqa: SIM115 - closed in close()
+        self.proc = subprocess.Popen(java_cmd("MQAdminSession", home=home), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr)
+        self._timer: threading.Timer | None = None
+
+    def run(self, *args: str) -> dict:
+        """`mqadmin <args> -n <namesrv>`: {"args", "out", "err", "ms"}; the JVM is killed past CMD_TIMEOUT."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        line = "\t".join([args[0], "-n", self.namesrv, *args[1:]])
+        timer = threading.Timer(CMD_TIMEOUT, self.proc.kill)
+        timer.start()
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+            reply = self.proc.stdout.readline()
+        finally:
+            timer.cancel()
+        if not reply:
+            raise RuntimeError(f"mqadmin session died during {args!r} (killed after {CMD_TIMEOUT} s?)")
+        return json.loads(reply)
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.stderr.close()
+
+
+@dataclass
+class Scenario:
+    """What was set up on one broker and what each mqadmin command printed."""
+
+    broker: object
+    topic: str
+    topic2: str
+    group: str
+    key: str
+    sent: dict[int, list[tuple[str, str]]] = field(default_factory=dict)  # qid -> [(tag, uniq msg id)]
+    out: dict[str, dict] = field(default_factory=dict)  # check name -> mqadmin result
+
+
+def _committed(producer: Producer, broker_addr: str, group: str, topic: str, qid: int) -> int:
+    """The group's offset on the broker (QUERY_CONSUMER_OFFSET 14), -1 if none: what mqadmin must report."""
+    cmd = RemotingCommand.request(14, {"consumerGroup": group, "topic": topic, "queueId": str(qid)})
+    r = producer.instance.run(producer.instance.invoke(broker_addr, cmd))
+    return int(r.ext_fields.get("offset", -1)) if r.code == 0 else -1
+
+
+def _wait(what: Callable[[], str], cond: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while not cond():
+        if time.time() > deadline:
+            raise TimeoutError(what())
+        time.sleep(0.1)
+
+
+def run_scenario(broker, home: Path) -> Scenario:
+    tag = f"{broker.kind}_{os.getpid()}"
+    sc = Scenario(broker, f"MQA_T_{tag}", f"MQA_T2_{tag}", f"MQA_G_{tag}", f"mqa-key-{tag}")
+    admin = MQAdmin(broker.namesrv, home)
+    try:
+        sc.out["clusterList"] = cl = admin.run("clusterList")
+        cluster = cluster_rows(cl["out"])[0]["cluster"]
+        sc.out["updateTopic"] = admin.run("updateTopic", "-b", broker.broker, "-t", sc.topic,
+                                          "-r", str(QUEUES), "-w", str(QUEUES))
+        sc.out["updateTopicCluster"] = admin.run("updateTopic", "-c", cluster, "-t", sc.topic2, "-r", "2", "-w", "2")
+
+        release = threading.Event()
+        consumed: list[str] = []
+
+        def listener(msgs: list[MessageExt], ctx: object) -> ConsumeStatus:
+            for m in msgs:
+                if m.properties.get("TAGS") == "held":
+                    release.wait(CMD_TIMEOUT * 2)  # keeps the committed offset just before it
+                else:
+                    consumed.append(m.properties.get("UNIQ_KEY", ""))
+            return ConsumeStatus.CONSUME_SUCCESS
+
+        fast = ClientConfig(persist_consumer_offset_interval=0.3)
+        with Producer(f"MQA_PG_{tag}", broker.namesrv) as producer:
+            _wait(lambda: f"route of {sc.topic}", lambda: len(_safe_queues(producer, sc.topic)) == QUEUES)
+            broker_name = _safe_queues(producer, sc.topic)[0].broker_name
+            for q in range(QUEUES):
+                mq = MessageQueue(sc.topic, broker_name, q)
+                for i in range(q + 2):
+                    t = "held" if i == q + 1 else "done"
+                    r = producer.send(Message(sc.topic, f"body-{q}-{i}", tags=t,
+                                              keys=[sc.key, f"{sc.key}-{q}-{i}"]), queue=mq)
+                    sc.sent.setdefault(q, []).append((t, r.msg_id))
+            # pull_batch_size=1: a fast listener gets a whole pull in one call, which the held message would block
+            consumer = PushConsumer(sc.group, broker.namesrv, consume_from_where=CONSUME_FROM_FIRST_OFFSET,
+                                    pull_batch_size=1, config=fast).subscribe(sc.topic, "*").register_listener(listener)
+            consumer.start()
+            try:
+                def offsets() -> list[int]:
+                    return [_committed(producer, broker.broker, sc.group, sc.topic, q) for q in range(QUEUES)]
+
+                _wait(lambda: f"the consumer committed every done message: {offsets()}, consumed {len(consumed)}",
+                      lambda: offsets() == [q + 1 for q in range(QUEUES)])
+                for name, args in commands(sc).items():
+                    sc.out[name] = admin.run(*args)
+            finally:
+                release.set()
+                consumer.shutdown()
+    finally:
+        admin.close()
+        # every command's output, for whoever reads a failure
+        (home / "mqadmin-outputs.json").write_text(json.dumps(sc.out, indent=1))
+    return sc
+
+
+def _safe_queues(producer: Producer, topic: str) -> list[MessageQueue]:
+    try:
+        return producer.fetch_publish_message_queues(topic)
+    except Exception:  # noqa: BLE001 - not routed yet
+        return []
+
+
+def commands(sc: Scenario) -> dict[str, tuple[str, ...]]:
+    """The read-only commands, run while G is online with a lag of one per queue."""
+    done_id = sc.sent[0][0][1]
+    held_id = sc.sent[QUEUES - 1][-1][1]
+    return {
+        "topicList": ("topicList",),
+        "topicListCluster": ("topicList", "-c"),
+        "topicRoute": ("topicRoute", "-t", sc.topic),
+        "topicRoute2": ("topicRoute", "-t", sc.topic2),
+        "topicStatus": ("topicStatus", "-t", sc.topic),
+        "consumerProgress": ("consumerProgress", "-g", sc.group),
+        "queryMsgByKey": ("queryMsgByKey", "-t", sc.topic, "-k", sc.key),
+        "queryMsgByIdDone": ("queryMsgById", "-t", sc.topic, "-i", done_id, "-f", "UTF-8"),
+        "queryMsgByIdHeld": ("queryMsgById", "-t", sc.topic, "-i", held_id, "-f", "UTF-8"),
+        "brokerStatus": ("brokerStatus", "-b", sc.broker.broker),
+    }
+
+
+# --- parsing mqadmin's output -------------------------------------------------------------------
+
+def ok(res: dict) -> str:
+    """The command's stdout, after checking it did not fail (mqadmin prints failures, exits 0)."""
+    assert "command failed" not in res["out"] + res["err"], f"{res['args']}: {res['out']}{res['err'][-3000:]}"
+    return res["out"]
+
+
+def table(out: str) -> list[list[str]]:
+    """Rows under the '#Header' line, split on runs of blanks."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("#"))
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        rows.append(line.split())
+    return rows
+
+
+def cluster_rows(out: str) -> list[dict[str, str]]:
+    rows = []
+    for r in table(out):
+        rows.append({"cluster": r[0], "broker": r[1], "bid": r[2], "addr": r[3], "version": r[4],
+                     "activated": r[-1]})
+    return rows
+
+
+def fields(out: str) -> dict[str, str]:
+    """`Name:   value` lines (queryMsgById, brokerStatus)."""
+    d = {}
+    for line in out.splitlines():
+        m = re.match(r"^([A-Za-z][\w ]*?)\s*: ?(.*)$", line)
+        if m:
+            d.setdefault(m.group(1).strip(), m.group(2).strip())
+    return d
+
+
+# --- the checks ---------------------------------------------------------------------------------
+
+_RUNS: dict[str, Scenario | Exception] = {}
+
+
+@pytest.fixture
+def sc(any_broker, tmp_path_factory, request) -> Scenario:
+    """The scenario of this broker, run once; marks the check xfail where serve has a known gap."""
+    require_java()  # skips (mqadmin not built) before anything runs against serve
+    if any_broker.kind not in _RUNS:
+        try:
+            _RUNS[any_broker.kind] = run_scenario(any_broker, tmp_path_factory.mktemp(f"mqadmin-{any_broker.kind}"))
+        except Exception as e:  # noqa: BLE001 - reported by every check, run once
+            _RUNS[any_broker.kind] = e
+    run = _RUNS[any_broker.kind]
+    if isinstance(run, Exception):
+        raise RuntimeError(f"mqadmin scenario against {any_broker.kind} failed: {run!r}") from run
+    name = request.node.originalname.removeprefix("test_")
+    if any_broker.kind == "rmqtool" and name in SERVE_GAPS:
+        request.applymarker(pytest.mark.xfail(reason=SERVE_GAPS[name], strict=False))
+    return run
+
+
+def test_clusterList(sc):
+    rows = [r for r in cluster_rows(ok(sc.out["clusterList"])) if r["addr"] == sc.broker.broker]
+    assert len(rows) == 1, sc.out["clusterList"]["out"]
+    r = rows[0]
+    assert r["bid"] == "0" and re.fullmatch(r"V\d+_\d+_\d+", r["version"]), r
+    assert r["activated"] == "true", r
+
+
+def test_updateTopic(sc):
+    out = ok(sc.out["updateTopic"])
+    assert f"create topic to {sc.broker.broker} success." in out
+    assert f"topicName={sc.topic}, readQueueNums={QUEUES}, writeQueueNums={QUEUES}, perm=RW-" in out
+    out = ok(sc.out["updateTopicCluster"])
+    assert f"create topic to {sc.broker.broker} success." in out
+
+
+def test_topicList(sc):
+    topics = ok(sc.out["topicList"]).split()
+    assert sc.topic in topics and sc.topic2 in topics and f"%RETRY%{sc.group}" in topics
+
+
+def test_topicListCluster(sc):
+    """`topicList -c`: cluster and consumer groups per topic (QUERY_TOPIC_CONSUME_BY_WHO 300)."""
+    rows = table(ok(sc.out["topicListCluster"]))
+    cluster = cluster_rows(sc.out["clusterList"]["out"])[0]["cluster"]
+    assert [cluster, sc.topic, sc.group] in rows, rows
+
+
+def _route(res: dict) -> dict:
+    return fastjson.loads(ok(res))
+
+
+def test_topicRoute(sc):
+    route = _route(sc.out["topicRoute"])
+    [qd] = route["queueDatas"]
+    assert (qd["readQueueNums"], qd["writeQueueNums"], qd["perm"]) == (QUEUES, QUEUES, 6)
+    [bd] = route["brokerDatas"]
+    assert bd["brokerName"] == qd["brokerName"]
+    assert {str(k): v for k, v in bd["brokerAddrs"].items()} == {"0": sc.broker.broker}
+
+
+def test_topicRoute_after_updateTopic_by_cluster(sc):
+    route = _route(sc.out["topicRoute2"])
+    [qd] = route["queueDatas"]
+    assert (qd["readQueueNums"], qd["writeQueueNums"], qd["perm"]) == (2, 2, 6)
+
+
+def test_topicStatus(sc):
+    """Min and max offset per queue (GET_TOPIC_STATS_INFO 202, and GET_TOPIC_CONFIG 351 for static topics)."""
+    rows = table(ok(sc.out["topicStatus"]))
+    got = {int(r[1]): (int(r[2]), int(r[3])) for r in rows}
+    assert got == {q: (0, q + 2) for q in range(QUEUES)}, rows
+    assert all(len(r) >= 5 for r in rows), f"no last-updated time: {rows}"
+
+
+def test_consumerProgress(sc):
+    """Broker offset, consumer offset and diff per queue (GET_CONSUME_STATS 208)."""
+    out = ok(sc.out["consumerProgress"])
+    rows = [r for r in table(out) if r[0] == sc.topic]
+    got = {int(r[2]): (int(r[3]), int(r[4]), int(r[5])) for r in rows}
+    assert got == {q: (q + 2, q + 1, 1) for q in range(QUEUES)}, out
+    assert re.search(r"^Consume Diff Total: 4$", out, re.M), out
+
+
+def test_queryMsgByKey(sc):
+    rows = table(ok(sc.out["queryMsgByKey"]))
+    got = sorted((r[0], int(r[1]), int(r[2])) for r in rows)
+    want = sorted((mid, q, i) for q, msgs in sc.sent.items() for i, (_, mid) in enumerate(msgs))
+    assert got == want
+
+
+def _msg(res: dict) -> tuple[dict[str, str], str]:
+    out = ok(res)
+    return fields(out), out
+
+
+def test_queryMsgById(sc):
+    f, out = _msg(sc.out["queryMsgByIdDone"])
+    assert (f["Topic"], f["Tags"], f["Queue ID"], f["Queue Offset"]) == (sc.topic, "[done]", "0", "0"), out
+    assert f["Message Body"] == "body-0-0" and f["Keys"] == f"[{sc.key} {sc.key}-0-0]", out
+    assert f"consumerGroup={sc.group}, trackType=CONSUMED," in out, out
+
+
+def test_queryMsgById_not_consumed_yet(sc):
+    f, out = _msg(sc.out["queryMsgByIdHeld"])
+    assert (f["Tags"], f["Queue ID"], f["Queue Offset"]) == ("[held]", str(QUEUES - 1), str(QUEUES)), out
+    assert f"consumerGroup={sc.group}, trackType=NOT_CONSUME_YET," in out, out
+
+
+def test_brokerStatus(sc):
+    f = fields(ok(sc.out["brokerStatus"]))
+    assert re.fullmatch(r"V\d+_\d+_\d+", f["brokerVersionDesc"]), f
+    sent = sum(len(v) for v in sc.sent.values())
+    assert int(f["msgPutTotalTodayNow"]) >= sent, f
+    assert int(f["commitLogMaxOffset"]) > 0, f
+    assert 0 < int(f["bootTimestamp"]) <= time.time() * 1000, f
