@@ -133,20 +133,45 @@ def _decode_at(data: bytes, start: int, end: int) -> RemotingCommand:
 
 
 def _loads_header(header: bytes) -> object:
-    """Parse a JSON header: orjson first; json (the reference) for what orjson refuses.
+    """Parse a JSON header: orjson when the result is plain, else json (the reference).
 
-    orjson accepts a subset of what json does (it refuses NaN, integers past 64 bits, lone
-    surrogate escapes), so falling back keeps exactly the set of headers we accept and the
-    errors we raise for the rest.
+    orjson refuses some documents json accepts (NaN, lone surrogate escapes) and reads integers
+    past 64 bits as floats, so its result is used only when every field we read has the type a
+    Java client sends (ints, strings, string extFields); anything else is parsed again with
+    json, which keeps exactly the headers we accept and the values we derive from them.
     """
     try:
-        return orjson.loads(header)
+        obj = orjson.loads(header)
     except orjson.JSONDecodeError:
-        pass
+        obj = None
+    if obj is not None and _plain(obj):
+        return obj
     try:
         return json.loads(header.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise FrameError(f"header is not JSON: {e}") from None
+
+
+def _plain(obj: object) -> bool:
+    """A header as Java clients write it: int numbers, str language/remark, str extFields."""
+    if type(obj) is not dict:
+        return False
+    get = obj.get
+    for k in ("code", "opaque", "flag", "version"):
+        if type(get(k, 0)) is not int:
+            return False
+    remark = get("remark")
+    if type(get("language", "")) is not str or (remark is not None and type(remark) is not str):
+        return False
+    ext = get("extFields")
+    if ext is None:
+        return True
+    if type(ext) is not dict:
+        return False
+    for v in ext.values():
+        if type(v) is not str:
+            return False
+    return True
 
 
 def _decode_json_header(header: bytes) -> RemotingCommand:
