@@ -184,15 +184,16 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         return await loop.run_in_executor(self.executor, fn, *args)
 
     def call_store(self, fn: Callable[..., T], args: tuple[Any, ...],
-                   done: Callable[[T], Any]) -> Any:
+                   done: Callable[[T], Any], *, read: bool = False) -> Any:
         """`done(fn(*args))`, synchronously when store calls run inline, else as a coroutine.
 
         The hot handlers (send, pull) are written as "checks, one store call, build the
         answer": with async flush the whole request then completes inside the transport's
         read callback, without a task. `done` may itself return an awaitable (a pull that goes
-        on to wait for messages); the transport awaits it.
+        on to wait for messages); the transport awaits it. A `read` (a pull) runs inline even
+        with sync flush: it never waits for the disk flush, so the pool's thread hop buys nothing.
         """
-        if self.inline_store_calls:
+        if self.inline_store_calls or read:
             return done(fn(*args))
         return self._call_store_async(fn, args, done)
 

@@ -161,7 +161,7 @@ class PullProcessor:
             resp = self._pull_response(cmd, h, result)
             return resp if then is None else then(resp)
 
-        return self.call_store(read, (), done)
+        return self.call_store(read, (), done, read=True)
 
     def _pull_response(self: Any, cmd: RemotingCommand, h: PullMessageRequestHeader, result: Any) -> RemotingCommand:
         status = str(getattr(result.status, "name", result.status))
