@@ -23,7 +23,9 @@ Targets:
            generator speaking NATS' protocol, publishing with acks (JetStream's equivalent of a
            stored send), batches as 32 pipelined publishes, consumption through a pull consumer.
 
-Prints one line per case and the throughput ratio rmqtool / reference.
+Prints one line per case (with the server process's CPU per message, from /proc: on a shared
+machine throughput moves with other load, CPU per message much less) and the throughput ratio
+rmqtool / reference.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -503,6 +506,14 @@ class Result:
     seconds: float
     lat: list[float]
     busy: int = 0
+    server_cpu: float | None = None  # seconds of server CPU (user + system) during the case
+
+    @property
+    def cpu_per_msg_us(self) -> float | None:
+        """Server CPU per message: unlike throughput, barely moved by other load on the machine."""
+        if self.server_cpu is None or not self.msgs:
+            return None
+        return self.server_cpu / self.msgs * 1e6
 
     @property
     def rate(self) -> float:
@@ -566,6 +577,27 @@ PRODUCE = produce  # the load generator: these, or java_produce / java_consume
 CONSUME = consume
 
 
+def server_cpu(t: Target) -> float | None:
+    """CPU seconds (user + system) the target's server process has used so far, from /proc."""
+    if t.proc is None:
+        return None
+    try:
+        fields = Path(f"/proc/{t.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _with_cpu(t: Target, run: Callable[..., Result], *args: object) -> Result:
+    """`run(t, *args)` with the server CPU it cost recorded on the Result."""
+    c0 = server_cpu(t)
+    r = run(t, *args)
+    c1 = server_cpu(t)
+    if c0 is not None and c1 is not None:
+        r.server_cpu = c1 - c0
+    return r
+
+
 def bench_target(t: Target, producers: list[int], duration: float, client_procs: int,
                  warmup: float) -> list[Result]:
     out = []
@@ -583,19 +615,22 @@ def bench_target(t: Target, producers: list[int], duration: float, client_procs:
         else:
             asyncio.run(nats_setup(t.broker, topic))
         for p in producers:
-            r = PRODUCE(t, topic, mode, p, duration, client_procs)
+            r = _with_cpu(t, PRODUCE, topic, mode, p, duration, client_procs)
             print(_line(r), flush=True)
             out.append(r)
         if mode == "batch":
-            r = CONSUME(t, topic, client_procs)
+            r = _with_cpu(t, CONSUME, topic, client_procs)
             print(_line(r), flush=True)
             out.append(r)
     return out
 
 
 def _line(r: Result) -> str:
+    cpu = r.cpu_per_msg_us
     return (f"{r.target:8s} {r.case}  {r.rate:10.0f} msg/s  {r.rate * MSG_SIZE / 1e6:7.1f} MB/s  "
-            f"p50 {r.pct(50):7.2f} ms  p99 {r.pct(99):7.2f} ms  ({r.msgs} msgs"
+            f"p50 {r.pct(50):7.2f} ms  p99 {r.pct(99):7.2f} ms  "
+            + (f"cpu {cpu:7.1f} us/msg  " if cpu is not None else "")
+            + f"({r.msgs} msgs"
             + (f", {r.busy} refused busy)" if r.busy else ")"))
 
 
@@ -646,15 +681,20 @@ def main() -> None:
             t.stop()
     mine = {r.case: r for r in all_results.get("rmqtool", [])}
     for ref in [n for n in all_results if n != "rmqtool"]:
-        print(f"# ratio rmqtool / {ref} (throughput):")
-        ratios = []
+        print(f"# ratio rmqtool / {ref} (throughput; in brackets server CPU per message, {ref} / rmqtool):")
+        ratios, cpu_ratios = [], []
         for r in all_results[ref]:
             m = mine.get(r.case)
             if m and r.rate > 0:
                 ratios.append(m.rate / r.rate)
-                print(f"#   {r.case}  {m.rate / r.rate:6.2f}")
+                mc, rc = m.cpu_per_msg_us, r.cpu_per_msg_us
+                cpu = f"  ({rc / mc:5.2f})" if mc and rc else ""
+                if mc and rc:
+                    cpu_ratios.append(rc / mc)
+                print(f"#   {r.case}  {m.rate / r.rate:6.2f}{cpu}")
         if ratios:
-            print(f"#   geometric mean {statistics.geometric_mean(ratios):.2f}")
+            print(f"#   geometric mean {statistics.geometric_mean(ratios):.2f}"
+                  + (f"  ({statistics.geometric_mean(cpu_ratios):.2f})" if cpu_ratios else ""))
 
 
 if __name__ == "__main__":

@@ -199,6 +199,28 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             return await loop.run_in_executor(self.executor, lambda: fn(*args, **kw))
         return await loop.run_in_executor(self.executor, fn, *args)
 
+    def call_store(self, fn: Callable[..., T], args: tuple[Any, ...],
+                   done: Callable[[T], Any], *, read: bool = False) -> Any:
+        """`done(fn(*args))`, synchronously when store calls run inline, else as a coroutine.
+
+        The hot handlers (send, pull) are written as "checks, one store call, build the
+        answer": with async flush the whole request then completes inside the transport's
+        read callback, without a task. `done` may itself return an awaitable (a pull that goes
+        on to wait for messages); the transport awaits it. A `read` (a pull) runs inline even
+        with sync flush: it never waits for the disk flush, so the pool's thread hop buys nothing.
+        """
+        if self.inline_store_calls or read:
+            return done(fn(*args))
+        return self._call_store_async(fn, args, done)
+
+    async def _call_store_async(self, fn: Callable[..., T], args: tuple[Any, ...],
+                                done: Callable[[T], Any]) -> Any:
+        loop = self.loop or asyncio.get_running_loop()
+        r = done(await loop.run_in_executor(self.executor, fn, *args))
+        if r is not None and not isinstance(r, RemotingCommand):
+            r = await r
+        return r
+
     def _on_dispatch(self, req: Any) -> None:
         hold = self.hold
         if hold is not None:
@@ -251,27 +273,33 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         return None
 
     # ------------------------------------------------------------ dispatch
-    async def handle(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+    def handle(self, cmd: RemotingCommand, conn: Connection) -> Any:
+        """Dispatch by request code; a response, None, or an awaitable of one (see transport.py).
+
+        Processors that complete synchronously answer without a task; the errors below map to
+        the same response codes whether they are raised now or while awaiting.
+        """
         fn = self.handlers.get(cmd.code)
         if fn is None:
             if self.namesrv is not None and self.namesrv.handles(cmd.code):
-                return await self.namesrv.process(cmd, conn)
+                return self.namesrv.process(cmd, conn)
             log.info("request code %s from %s (%s v%s) not supported", cmd.code, conn.peer, cmd.language,
                      cmd.version)
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 remark=f" request type {cmd.code} not supported")
         try:
-            return await fn(cmd, conn)
-        except HeaderError as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
-        except InvalidTopic as e:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, remark=str(e))
-        except InvalidMessage as e:
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, remark=str(e))
-        except InvalidInput as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
-        except StoreError as e:
-            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, remark=str(e))
+            r = fn(cmd, conn)
+        except _MAPPED_ERRORS as e:
+            return _error_response(cmd, e)
+        if r is None or isinstance(r, RemotingCommand):
+            return r
+        return self._guard(cmd, r)
+
+    async def _guard(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:
+        try:
+            return await pending
+        except _MAPPED_ERRORS as e:
+            return _error_response(cmd, e)
 
     def on_close(self, conn: Connection) -> None:
         """A channel closed: it leaves every group (`doChannelCloseEvent`)."""
@@ -288,6 +316,24 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
 
     def now(self) -> int:
         return self.clock() if self.clock else int(time.time() * 1000)
+
+
+_MAPPED_ERRORS = (HeaderError, InvalidTopic, InvalidMessage, InvalidInput, StoreError)
+
+
+def _error_response(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+    """The answer to a processor's error, as the Java broker's codes go."""
+    if isinstance(e, HeaderError):
+        code = ResponseCode.SYSTEM_ERROR
+    elif isinstance(e, InvalidTopic):
+        code = ResponseCode.TOPIC_NOT_EXIST
+    elif isinstance(e, InvalidMessage):
+        code = ResponseCode.MESSAGE_ILLEGAL
+    elif isinstance(e, InvalidInput):
+        code = ResponseCode.SYSTEM_ERROR
+    else:  # StoreError
+        code = ResponseCode.SERVICE_NOT_AVAILABLE
+    return cmd.response(code, remark=str(e))
 
 
 def to_wire_topic_config(tc: Any) -> TopicConfig:

@@ -17,8 +17,8 @@ from rmqtool.broker.sql92 import SelectorError, compile_selector
 from rmqtool.layouts.message import MessageExt
 from rmqtool.remoting.bodies import SubscriptionData
 from rmqtool.remoting.codes import ResponseCode
-from rmqtool.remoting.command import RemotingCommand
-from rmqtool.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader, PullSysFlag
+from rmqtool.remoting.command import RESPONSE_FLAG, RemotingCommand
+from rmqtool.remoting.headers import PullMessageRequestHeader, PullSysFlag
 from rmqtool.remoting.transport import Connection
 
 PERM_READ = 4
@@ -47,7 +47,9 @@ def hold_ms(suspend_ms: int) -> int:
 
 
 class PullProcessor:
-    async def process_pull(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+    def process_pull(self: Any, cmd: RemotingCommand, conn: Connection) -> Any:
+        """A pull: the response now when the first read answers it, else an awaitable of it
+        (store calls on the pool, or a long-polling hold)."""
         h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
         group_cfg = self.local.subscriptions.find(h.consumerGroup)
         if group_cfg is None:
@@ -87,15 +89,28 @@ class PullProcessor:
             self.local.offsets.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         max_msgs = max(1, min(h.maxMsgNums, MAX_TRANSFER_COUNT * 32))
         codes, flt = match
-        resp = await self._pull_once(cmd, h, max_msgs, codes, flt)
-        if resp.code != ResponseCode.PULL_NOT_FOUND or not h.sysFlag & PullSysFlag.SUSPEND:
-            return resp
-        # long polling: hold until a message arrives on this queue or the hold time ends
+
+        def first(resp: RemotingCommand) -> Any:
+            if resp.code != ResponseCode.PULL_NOT_FOUND or not h.sysFlag & PullSysFlag.SUSPEND:
+                return resp
+            return self._hold_pull(cmd, h, max_msgs, codes, flt, resp)
+
+        return self._pull_once(cmd, h, max_msgs, codes, flt, first)
+
+    async def _hold_pull(self: Any, cmd: RemotingCommand, h: PullMessageRequestHeader, max_msgs: int,
+                         codes: set[int] | None, flt: Callable[[MessageExt], bool] | None,
+                         resp: RemotingCommand) -> RemotingCommand:
+        """Long polling: hold until a message arrives on this queue or the hold time ends."""
         hold = self.hold
         loop = asyncio.get_running_loop()
         wait_ms = hold_ms(h.suspendTimeoutMillis) if self.long_polling_enable else self.short_polling_ms
         deadline = loop.time() + wait_ms / 1000
         store = self.store
+
+        async def pull_again() -> RemotingCommand:
+            r = self._pull_once(cmd, h, max_msgs, codes, flt)
+            return r if isinstance(r, RemotingCommand) else await r
+
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -104,8 +119,8 @@ class PullProcessor:
                                    lambda: store.get_max_offset_in_queue(h.topic, h.queueId) > h.queueOffset)
             if not woke:
                 # the hold ended: one last look, then answer what it gives (usually PULL_NOT_FOUND)
-                return await self._pull_once(cmd, h, max_msgs, codes, flt)
-            resp = await self._pull_once(cmd, h, max_msgs, codes, flt)
+                return await pull_again()
+            resp = await pull_again()
             if resp.code != ResponseCode.PULL_NOT_FOUND:
                 return resp
 
@@ -126,8 +141,11 @@ class PullProcessor:
 
         return {java_string_hash(t) for t in sub.tagsSet}, None
 
-    async def _pull_once(self: Any, cmd: RemotingCommand, h: PullMessageRequestHeader, max_msgs: int,
-                         codes: set[int] | None, flt: Callable[[MessageExt], bool] | None) -> RemotingCommand:
+    def _pull_once(self: Any, cmd: RemotingCommand, h: PullMessageRequestHeader, max_msgs: int,
+                   codes: set[int] | None, flt: Callable[[MessageExt], bool] | None,
+                   then: Callable[[RemotingCommand], Any] | None = None) -> Any:
+        """One store read and its response (then `then(response)`); synchronous when store
+        calls run inline, else an awaitable."""
         store = self.store
         # raw path: the body is the stored bytes; records are decoded only for a SQL92 filter
         kw: dict[str, Any] = {"max_bytes": MAX_TRANSFER_BYTES, "decode": False}
@@ -135,7 +153,17 @@ class PullProcessor:
             kw["tags_codes"] = codes
         if flt is not None:
             kw["filter"] = flt
-        result = await self.run(store.get_message, h.topic, h.queueId, h.queueOffset, max_msgs, **kw)
+
+        def read() -> Any:
+            return store.get_message(h.topic, h.queueId, h.queueOffset, max_msgs, **kw)
+
+        def done(result: Any) -> Any:
+            resp = self._pull_response(cmd, h, result)
+            return resp if then is None else then(resp)
+
+        return self.call_store(read, (), done, read=True)
+
+    def _pull_response(self: Any, cmd: RemotingCommand, h: PullMessageRequestHeader, result: Any) -> RemotingCommand:
         status = str(getattr(result.status, "name", result.status))
         code = _STATUS.get(status)
         if status in ("NO_MESSAGE_IN_QUEUE", "NO_MATCHED_LOGIC_QUEUE"):
@@ -150,5 +178,7 @@ class PullProcessor:
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
             else:
                 self.stats["get"] += len(raw)
-        ext = PullMessageResponseHeader(0, result.next_begin_offset, result.min_offset, result.max_offset).to_ext()
-        return cmd.response(code, ext_fields=ext, body=body)
+        # PullMessageResponseHeader(0, next, min, max).to_ext(), built directly
+        ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+               "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
+        return RemotingCommand(code, ext, body, cmd.opaque, RESPONSE_FLAG)

@@ -18,11 +18,10 @@ from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.layouts.message import MessageExt
 from rmqtool.remoting.codes import ResponseCode
-from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.command import RESPONSE_FLAG, RemotingCommand
 from rmqtool.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
     SendMessageRequestHeader,
-    SendMessageResponseHeader,
     send_header_from_ext,
 )
 from rmqtool.remoting.transport import Connection
@@ -90,7 +89,8 @@ def encode_batch_body(items: list[tuple[int, bytes, str]]) -> bytes:
 
 
 class SendProcessor:
-    async def process_send(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+    def process_send(self: Any, cmd: RemotingCommand, conn: Connection) -> Any:
+        """A send: the response, or (store calls on the pool) an awaitable of it."""
         h = send_header_from_ext(cmd.code, cmd.ext_fields)
         err = self._msg_check(cmd, h)
         if err is not None:
@@ -122,16 +122,17 @@ class SendProcessor:
                 queue_id = 0
                 props[P.DELAY] = "-1"
         if cmd.code == 320 or h.batch:
-            return await self._send_batch(cmd, h, topic, queue_id, props, conn)
-        msg = MessageExt(topic=topic, body=cmd.body, queue_id=queue_id, flag=h.flag, properties=props,
-                         sys_flag=h.sysFlag, born_timestamp=h.bornTimestamp, born_host=conn.peer,
+            return self._send_batch(cmd, h, topic, queue_id, props, conn)
+        msg = MessageExt(topic, cmd.body, queue_id, h.flag, props, h.sysFlag, h.bornTimestamp, conn.peer,
                          reconsume_times=reconsume)
+
+        def done(result: Any) -> RemotingCommand:
+            self.stats["put"] += 1
+            return self._send_response(cmd, result, queue_id)
+
         if props.get(P.TRAN_MSG) == "true":
-            result = await self.run(self.put_half_message, msg, h.producerGroup)
-        else:
-            result = await self.run(self.local.send, msg)
-        self.stats["put"] += 1
-        return self._send_response(cmd, result, queue_id)
+            return self.call_store(self.put_half_message, (msg, h.producerGroup), done)
+        return self.call_store(self.local.send, (msg,), done)
 
     def _msg_check(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader) -> RemotingCommand | None:
         """`AbstractSendMessageProcessor.msgCheck`, answering with the Java broker's codes."""
@@ -160,37 +161,50 @@ class SendProcessor:
                                 remark=f"the topic[{h.topic}] sending message is forbidden")
         return None
 
-    async def _send_batch(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str,
-                          queue_id: int, batch_props: dict[str, str], conn: Connection) -> RemotingCommand:
+    def _send_batch(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str,
+                    queue_id: int, batch_props: dict[str, str], conn: Connection) -> Any:
+        """SEND_BATCH_MESSAGE: one MessageExt per inner message, one store call for all."""
+        decode = P.decode_properties
+        extra = list(batch_props.items())
+        peer, sys_flag, born, reconsume = conn.peer, h.sysFlag, h.bornTimestamp, h.reconsumeTimes or 0
         msgs = []
         for flag, body, text in decode_batch_body(cmd.body):
-            props = P.decode_properties(text)
-            for k, v in batch_props.items():
-                props.setdefault(k, v)
-            msgs.append(MessageExt(topic=topic, body=body, queue_id=queue_id, flag=flag, properties=props,
-                                   sys_flag=h.sysFlag, born_timestamp=h.bornTimestamp, born_host=conn.peer,
-                                   reconsume_times=h.reconsumeTimes or 0))
-        results = await self.run(self.local.send_batch, msgs)
-        self.stats["put"] += len(msgs)
-        if not results:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, remark="nothing stored")
-        bad = next((r for r in results if status_name(r.status) != "PUT_OK"), None)
-        if bad is not None:
-            return self._send_response(cmd, bad, queue_id)
-        first = results[0]
-        ids = ",".join(r.offset_msg_id for r in results)
-        ext = SendMessageResponseHeader(ids, queue_id, first.queue_offset, MSG_REGION=self.region_id,
-                                        TRACE_ON=self.trace_on).to_ext()
-        return cmd.response(ext_fields=ext)
+            props = decode(text)
+            for k, v in extra:  # the batch's own properties fill in what an inner message lacks
+                if k not in props:
+                    props[k] = v
+            msgs.append(MessageExt(topic, body, queue_id, flag, props, sys_flag, born, peer,
+                                   reconsume_times=reconsume))
+
+        def done(results: list[Any]) -> RemotingCommand:
+            self.stats["put"] += len(msgs)
+            if not results:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, remark="nothing stored")
+            for r in results:
+                if status_name(r.status) != "PUT_OK":
+                    return self._send_response(cmd, r, queue_id)
+            ids = ",".join([r.offset_msg_id for r in results])
+            return self._send_ok(cmd, ResponseCode.SUCCESS, ids, queue_id, results[0].queue_offset)
+
+        return self.call_store(self.local.send_batch, (msgs,), done)
 
     def _send_response(self: Any, cmd: RemotingCommand, result: Any, queue_id: int) -> RemotingCommand:
         code = PUT_STATUS_CODES.get(status_name(result.status), ResponseCode.SYSTEM_ERROR)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
                         ResponseCode.SLAVE_NOT_AVAILABLE):
             return cmd.response(code, remark=f"put message failed: {status_name(result.status)}")
-        ext = SendMessageResponseHeader(result.offset_msg_id, queue_id, result.queue_offset,
-                                        MSG_REGION=self.region_id, TRACE_ON=self.trace_on).to_ext()
-        return cmd.response(code, ext_fields=ext)
+        return self._send_ok(cmd, code, result.offset_msg_id, queue_id, result.queue_offset)
+
+    def _send_ok(self: Any, cmd: RemotingCommand, code: int, msg_id: str, queue_id: int,
+                 queue_offset: int) -> RemotingCommand:
+        """`SendMessageResponseHeader` extFields, built directly (same keys, order and strings
+        as `SendMessageResponseHeader(...).to_ext()`), without the generic header round trip."""
+        ext = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset)}
+        if self.region_id is not None:
+            ext["MSG_REGION"] = str(self.region_id)
+        if self.trace_on is not None:
+            ext["TRACE_ON"] = str(self.trace_on)
+        return RemotingCommand(code, ext, b"", cmd.opaque, RESPONSE_FLAG)
 
     async def process_send_back(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """`consumerSendMsgBack`: LocalBroker re-stores the message on %RETRY% (or %DLQ%)."""

@@ -97,11 +97,12 @@ class Serve:
         self._stop = asyncio.Event()
         self.info: ServeInfo | None = None
 
-    async def _broker_handler(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+    def _broker_handler(self, cmd: RemotingCommand, conn: Connection) -> Any:
+        """The controller's answer: a response now, or an awaitable of one."""
         ctl = self.controller
         if ctl is None:
             return cmd.response(ResponseCode.SYSTEM_BUSY, remark="broker is starting")
-        return await ctl.handle(cmd, conn)
+        return ctl.handle(cmd, conn)
 
     def _broker_closed(self, conn: Connection) -> None:
         if self.controller is not None:

@@ -12,6 +12,8 @@ import struct
 from dataclasses import dataclass, field
 from itertools import count
 
+import orjson
+
 from rmqtool.remoting.codes import CURRENT_VERSION, LANGUAGE_CODES, LANGUAGES
 
 RESPONSE_FLAG = 0x1
@@ -21,6 +23,8 @@ SERIALIZE_ROCKETMQ = 1
 MAX_FRAME_LENGTH = 16 * 1024 * 1024  # NettyDecoder default frameMaxLength
 
 _opaques = count(1)
+_INT32 = struct.Struct(">i")
+_FRAME_HEAD = struct.Struct(">ii")
 
 
 class FrameError(ValueError):
@@ -72,7 +76,12 @@ class RemotingCommand:
         return bool(self.flag & ONEWAY_FLAG)
 
     def encode(self) -> bytes:
-        """The whole frame, header in JSON as fastjson writes it (sorted keys, no spaces)."""
+        """The whole frame, header in JSON as fastjson writes it (sorted keys, no spaces).
+
+        orjson writes exactly what `json.dumps(ensure_ascii=False, separators=(",", ":"))` does
+        (same escapes, UTF-8 as is) several times faster; json stays as the fallback for what
+        orjson refuses (integers past 64 bits, lone surrogates), so the bytes never change.
+        """
         header: dict[str, object] = {"code": self.code}
         if self.ext_fields:
             header["extFields"] = self.ext_fields
@@ -83,55 +92,115 @@ class RemotingCommand:
             header["remark"] = self.remark
         header["serializeTypeCurrentRPC"] = "JSON"
         header["version"] = self.version
-        h = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        return struct.pack(">ii", 4 + len(h) + len(self.body), len(h)) + h + self.body
+        try:
+            h = orjson.dumps(header)
+        except TypeError:  # orjson.JSONEncodeError
+            h = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = self.body
+        return _FRAME_HEAD.pack(4 + len(h) + len(body), len(h)) + h + body
 
 
 def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     """Decode one frame without its leading length field (what follows the int32 length)."""
-    if len(frame) < 4:
+    data = frame if isinstance(frame, bytes) else bytes(frame)
+    return _decode_at(data, 0, len(data))
+
+
+def _decode_at(data: bytes, start: int, end: int) -> RemotingCommand:
+    """Decode the frame in `data[start:end]` (after its length field) without copying it first.
+
+    FrameReader hands whole read chunks here, so a frame is sliced once (header, body) rather
+    than copied out of the stream buffer and then sliced again.
+    """
+    if end - start < 4:
         raise FrameError("frame shorter than its header-length field")
-    (mark,) = struct.unpack_from(">i", frame, 0)
+    (mark,) = _INT32.unpack_from(data, start)
     ser = (mark >> 24) & 0xFF
     hlen = mark & 0xFFFFFF
-    if hlen > len(frame) - 4:
-        raise FrameError(f"header length {hlen} exceeds the frame ({len(frame) - 4} bytes)")
-    header = bytes(frame[4 : 4 + hlen])
-    body = bytes(frame[4 + hlen :])
+    hs = start + 4
+    if hlen > end - hs:
+        raise FrameError(f"header length {hlen} exceeds the frame ({end - hs} bytes)")
+    header = data[hs : hs + hlen]
     if ser == SERIALIZE_JSON:
         cmd = _decode_json_header(header)
     elif ser == SERIALIZE_ROCKETMQ:
         cmd = _decode_binary_header(header)
     else:
         raise FrameError(f"unknown serialize type {ser}")
-    cmd.body = body
+    cmd.body = data[hs + hlen : end]
     cmd.serialize_type = ser
     return cmd
 
 
-def _decode_json_header(header: bytes) -> RemotingCommand:
+def _loads_header(header: bytes) -> object:
+    """Parse a JSON header: orjson when the result is plain, else json (the reference).
+
+    orjson refuses some documents json accepts (NaN, lone surrogate escapes) and reads integers
+    past 64 bits as floats, so its result is used only when every field we read has the type a
+    Java client sends (ints, strings, string extFields); anything else is parsed again with
+    json, which keeps exactly the headers we accept and the values we derive from them.
+    """
     try:
-        obj = json.loads(header.decode("utf-8"))
+        obj = orjson.loads(header)
+    except orjson.JSONDecodeError:
+        obj = None
+    if obj is not None and _plain(obj):
+        return obj
+    try:
+        return json.loads(header.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise FrameError(f"header is not JSON: {e}") from None
+
+
+def _plain(obj: object) -> bool:
+    """A header as Java clients write it: int numbers, str language/remark, str extFields."""
+    if type(obj) is not dict:
+        return False
+    get = obj.get
+    for k in ("code", "opaque", "flag", "version"):
+        if type(get(k, 0)) is not int:
+            return False
+    remark = get("remark")
+    if type(get("language", "")) is not str or (remark is not None and type(remark) is not str):
+        return False
+    ext = get("extFields")
+    if ext is None:
+        return True
+    if type(ext) is not dict:
+        return False
+    for v in ext.values():
+        if type(v) is not str:
+            return False
+    return True
+
+
+def _decode_json_header(header: bytes) -> RemotingCommand:
+    obj = _loads_header(header)
     if not isinstance(obj, dict):
         raise FrameError("header is not a JSON object")
     try:
         ext = obj.get("extFields") or {}
         if not isinstance(ext, dict):
             raise FrameError("extFields is not an object")
+        # Java clients send only strings: keep the parsed dict as is unless a value needs
+        # coercing (ali-ons numbers and booleans, nulls to drop). JSON keys are always str.
+        for v in ext.values():
+            if type(v) is not str:
+                ext = {k: _ext_str(v) for k, v in ext.items() if v is not None}
+                break
         lang = obj.get("language", "JAVA")
         if isinstance(lang, int):
             lang = LANGUAGES[lang] if 0 <= lang < len(LANGUAGES) else "OTHER"
         remark = obj.get("remark")
         return RemotingCommand(
-            code=int(obj.get("code", 0)),
-            ext_fields={str(k): _ext_str(v) for k, v in ext.items() if v is not None},
-            opaque=int(obj.get("opaque", 0)),
-            flag=int(obj.get("flag", 0)),
-            remark=None if remark is None else str(remark),
-            language=str(lang),
-            version=int(obj.get("version", 0)),
+            int(obj.get("code", 0)),
+            ext,
+            b"",
+            int(obj.get("opaque", 0)),
+            int(obj.get("flag", 0)),
+            None if remark is None else str(remark),
+            str(lang),
+            int(obj.get("version", 0)),
         )
     except (TypeError, ValueError) as e:
         raise FrameError(f"bad header field: {e}") from None
@@ -181,22 +250,42 @@ def encode_binary_header(cmd: RemotingCommand) -> bytes:
 
 
 class FrameReader:
-    """Splits a byte stream into frames, enforcing the frame size cap."""
+    """Splits a byte stream into frames, enforcing the frame size cap.
+
+    A read chunk that holds whole frames is decoded in place; only an incomplete tail is kept,
+    and a partial frame is merely appended to until its declared length is there, so a 16 MiB
+    frame arriving in 256 KiB reads costs one copy, not one per read.
+    """
 
     def __init__(self, max_frame: int = MAX_FRAME_LENGTH) -> None:
         self._buf = bytearray()
+        self._need = 0  # bytes the buffered tail must reach before it can yield a frame
         self.max_frame = max_frame
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
-        self._buf += data
-        out = []
-        while len(self._buf) >= 4:
-            (length,) = struct.unpack_from(">i", self._buf, 0)
+        if type(data) is not bytes:
+            data = bytes(data)
+        buf = self._buf
+        if buf:
+            buf += data
+            if len(buf) < self._need:
+                return []
+            data = bytes(buf)
+            buf.clear()
+        out: list[RemotingCommand] = []
+        p, n = 0, len(data)
+        need = 4
+        while n - p >= 4:
+            (length,) = _INT32.unpack_from(data, p)
             if length < 4 or length > self.max_frame:
                 raise FrameError(f"frame length {length} outside 4..{self.max_frame}")
-            if len(self._buf) < 4 + length:
+            end = p + 4 + length
+            if end > n:
+                need = 4 + length
                 break
-            frame = bytes(self._buf[4 : 4 + length])
-            del self._buf[: 4 + length]
-            out.append(decode_frame(frame))
+            out.append(_decode_at(data, p + 4, end))
+            p = end
+        if p < n:
+            buf += memoryview(data)[p:]
+            self._need = need
         return out

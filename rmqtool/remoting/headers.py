@@ -47,31 +47,55 @@ def _fields(cls: type) -> list[tuple[str, type, bool]]:
     return out
 
 
+_STR, _INT, _BOOL = 0, 1, 2
+Plan = tuple[tuple[str | None, str, int, bool], ...]  # (extFields key, field name, kind, required)
+
+
+@cache
+def _plan(cls: type, keys: tuple[tuple[str, str], ...] | None = None) -> Plan:
+    """How `from_ext` reads `cls`: per field its extFields key (the name, or the V2 letter that
+    `keys` maps to it), its kind and whether it is required; worked out once per class."""
+    letter = {name: key for key, name in keys} if keys else {}
+    out = []
+    for name, typ, required in _fields(cls):
+        kind = _BOOL if typ is bool else _INT if typ is int else _STR
+        # with `keys`, a field that has no letter is never read (None is no extFields key)
+        out.append((letter.get(name) if keys else name, name, kind, required))
+    return tuple(out)
+
+
+def _decode(cls: type[T], ext: dict[str, str], plan: Plan) -> T:
+    get = ext.get
+    kw: dict[str, Any] = {}
+    for key, name, kind, required in plan:
+        raw = get(key)
+        if raw is None or (kind and raw == ""):
+            if required:
+                raise HeaderError(f"the custom field <{name}> is null")
+            continue
+        if kind == _STR:
+            kw[name] = raw
+        elif kind == _INT:
+            try:
+                kw[name] = int(raw)  # int() strips whitespace itself: the common case, no copy
+            except ValueError:
+                try:
+                    kw[name] = _parse_int(raw)
+                except ValueError:
+                    if required:
+                        raise HeaderError(f"the custom field <{name}> is not a number: {raw!r}") from None
+        else:
+            kw[name] = _parse_bool(raw)
+    return cls(**kw)
+
+
 @dataclass
 class Header:
     """Base: `from_ext` / `to_ext` by the dataclass fields' names and types."""
 
     @classmethod
     def from_ext(cls: type[T], ext: dict[str, str] | None) -> T:
-        ext = ext or {}
-        kw: dict[str, Any] = {}
-        for name, typ, required in _fields(cls):
-            raw = ext.get(name)
-            if raw is None or (raw == "" and typ is not str):
-                if required:
-                    raise HeaderError(f"the custom field <{name}> is null")
-                continue
-            try:
-                if typ is bool:
-                    kw[name] = _parse_bool(raw)
-                elif typ is int:
-                    kw[name] = _parse_int(raw)
-                else:
-                    kw[name] = raw
-            except ValueError:
-                if required:
-                    raise HeaderError(f"the custom field <{name}> is not a number: {raw!r}") from None
-        return cls(**kw)
+        return _decode(cls, ext or {}, _plan(cls))
 
     def to_ext(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -149,14 +173,16 @@ V2_LETTERS: dict[str, str] = {
     "e": "queueId", "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties",
     "j": "reconsumeTimes", "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName",
 }
+_V2_KEYS = tuple(V2_LETTERS.items())
 
 
 def send_header_from_ext(code: int, ext: dict[str, str] | None) -> SendMessageRequestHeader:
     """Decode a send header of code 10 (long names) or 310/320 (V2 letters)."""
     ext = ext or {}
     if code != 10 or ("a" in ext and "producerGroup" not in ext):
-        ext = {name: ext[letter] for letter, name in V2_LETTERS.items() if letter in ext}
-    return SendMessageRequestHeader.from_ext(ext)
+        # read the letters in place (same result as renaming them to the V1 names first)
+        return _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader, _V2_KEYS))
+    return _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader))
 
 
 @dataclass

@@ -1,9 +1,17 @@
 """asyncio transport shared by the broker, the name server and the client.
 
-One TCP connection carries many requests at once: each request is handled in its own task and
-answered by opaque, out of order (a held pull must not block a send on the same socket).
-Either side may send requests (the broker sends NOTIFY_CONSUMER_IDS_CHANGED and
-CHECK_TRANSACTION_STATE to clients). A malformed frame closes that connection only.
+One TCP connection carries many requests at once, answered by opaque, out of order (a held pull
+must not block a send on the same socket). Either side may send requests (the broker sends
+NOTIFY_CONSUMER_IDS_CHANGED and CHECK_TRANSACTION_STATE to clients). A malformed frame closes
+that connection only.
+
+Each connection is an `asyncio.Protocol`: frames are decoded in `data_received` and handed to
+the handler right there. A handler may answer synchronously (return the response, or None) or
+return an awaitable; only the latter costs a task. The broker answers sends and most pulls
+synchronously, which saves a task, a stream reader wake-up and a drain per request. To keep
+the order in which requests of one connection start, a request that arrives while an earlier
+one of the same connection waits for its task to start is queued behind it in a task too.
+Responses produced while one read chunk is being processed go out in one write.
 """
 
 from __future__ import annotations
@@ -12,36 +20,215 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from rmqtool.errors import RemotingError
 from rmqtool.layouts.net import Host
 from rmqtool.remoting.codes import ResponseCode
-from rmqtool.remoting.command import MAX_FRAME_LENGTH, FrameError, FrameReader, RemotingCommand
+from rmqtool.remoting.command import (
+    MAX_FRAME_LENGTH,
+    ONEWAY_FLAG,
+    RESPONSE_FLAG,
+    FrameError,
+    FrameReader,
+    RemotingCommand,
+)
 
 log = logging.getLogger("rmqtool.remoting")
 
-Handler = Callable[[RemotingCommand, "Connection"], Awaitable[RemotingCommand | None]]
+# A handler answers with a response, None (no answer), or an awaitable of either.
+HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
+Handler = Callable[[RemotingCommand, "Connection"], HandlerResult]
 
 
-class Connection:
+class _Writer:
+    """The slice of `asyncio.StreamWriter` callers and tests use: write, drain, close."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def write(self, data: bytes) -> None:
+        t = self._conn.transport
+        if t is not None and not t.is_closing():
+            t.write(data)
+
+    async def drain(self) -> None:
+        await self._conn._drain()
+
+    def is_closing(self) -> bool:
+        t = self._conn.transport
+        return t is None or t.is_closing()
+
+    def close(self) -> None:
+        t = self._conn.transport
+        if t is not None:
+            t.close()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        t = self._conn.transport
+        return default if t is None else t.get_extra_info(name, default)
+
+
+class Connection(asyncio.Protocol):
     """One remoting channel: request/response matching, oneway sends, incoming requests."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 handler: Handler | None = None, max_frame: int = MAX_FRAME_LENGTH) -> None:
-        self.reader, self.writer, self.handler = reader, writer, handler
+    def __init__(self, handler: Handler | None = None, max_frame: int = MAX_FRAME_LENGTH,
+                 on_lost: Callable[[Connection], None] | None = None) -> None:
+        self.handler = handler
+        self.transport: asyncio.Transport | None = None
+        self.writer = _Writer(self)
         self._frames = FrameReader(max_frame)
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._unstarted = 0  # handler tasks created but not yet run: later requests queue behind them
+        self._out: list[bytes] | None = None  # responses collected while a read chunk is processed
+        self._paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._broken = False  # a malformed frame was seen: ignore whatever else arrives
+        self._on_lost = on_lost
         self.closed = asyncio.Event()
-        peer = writer.get_extra_info("peername") or ("0.0.0.0", 0)
-        local = writer.get_extra_info("sockname") or ("0.0.0.0", 0)
-        self.peer = Host(str(peer[0]), int(peer[1]))
-        self.local = Host(str(local[0]), int(local[1]))
+        self.peer = Host("0.0.0.0", 0)
+        self.local = Host("0.0.0.0", 0)
         self.attrs: dict[str, object] = {}  # per-channel state kept by handlers (client id, ...)
 
+    # ------------------------------------------------------------ asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("0.0.0.0", 0)
+        local = transport.get_extra_info("sockname") or ("0.0.0.0", 0)
+        self.peer = Host(str(peer[0]), int(peer[1]))
+        self.local = Host(str(local[0]), int(local[1]))
+
+    def data_received(self, data: bytes) -> None:
+        if self._broken:
+            return
+        try:
+            cmds = self._frames.feed(data)
+        except FrameError as e:
+            log.warning("closing %s: malformed frame: %s", self.peer, e)
+            self._broken = True
+            self._close_now()
+            return
+        self._out = out = []
+        try:
+            for cmd in cmds:
+                if cmd.flag & RESPONSE_FLAG:
+                    fut = self._pending.pop(cmd.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(cmd)
+                else:
+                    self._dispatch(cmd)
+        finally:
+            self._out = None
+            if out:
+                self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._shutdown()
+        for w in self._drain_waiters:
+            if not w.done():
+                w.set_exception(ConnectionResetError("connection lost"))
+        self._drain_waiters.clear()
+        if self._on_lost is not None:
+            cb, self._on_lost = self._on_lost, None
+            try:
+                cb(self)
+            except Exception:
+                log.exception("connection close callback failed")
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        for w in self._drain_waiters:
+            if not w.done():
+                w.set_result(None)
+        self._drain_waiters.clear()
+
+    async def _drain(self) -> None:
+        """Wait while the transport's write buffer is above its high-water mark."""
+        if self.transport is None or self.transport.is_closing():
+            if self.closed.is_set():
+                raise ConnectionResetError("connection closed")
+            return
+        if not self._paused:
+            return
+        w: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(w)
+        await w
+
+    # ------------------------------------------------------------ requests we serve
+    def _dispatch(self, cmd: RemotingCommand) -> None:
+        """Run the handler now; only an awaitable result (or a queue ahead) costs a task."""
+        if self.closed.is_set():
+            return
+        if self._unstarted:
+            self._spawn(cmd, None)
+            return
+        handler = self.handler
+        if handler is None:
+            resp: RemotingCommand | None = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                                        remark=f" request type {cmd.code} not supported")
+        else:
+            try:
+                r = handler(cmd, self)
+            except Exception as e:  # a handler bug answers SYSTEM_ERROR, the server stays up
+                resp = self._handler_failed(cmd, e)
+            else:
+                if r is not None and not isinstance(r, RemotingCommand):
+                    self._spawn(cmd, r)
+                    return
+                resp = r
+        self._answer(cmd, resp)
+
+    def _spawn(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None] | None) -> None:
+        self._unstarted += 1
+        t = asyncio.get_running_loop().create_task(self._handle(cmd, pending))
+        self._tasks.add(t)
+        t.add_done_callback(self._tasks.discard)
+        if pending is not None and asyncio.iscoroutine(pending):
+            # a task cancelled before its first step never awaits `pending`: close it quietly
+            t.add_done_callback(lambda _t, c=pending: c.close())
+
+    async def _handle(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None] | None) -> None:
+        self._unstarted -= 1
+        if self.handler is None:
+            resp: RemotingCommand | None = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                                        remark=f" request type {cmd.code} not supported")
+        else:
+            try:
+                r = pending if pending is not None else self.handler(cmd, self)
+                resp = await r if r is not None and not isinstance(r, RemotingCommand) else r
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                resp = self._handler_failed(cmd, e)
+        self._answer(cmd, resp)
+
+    @staticmethod
+    def _handler_failed(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+        log.exception("handler failed for code %s", cmd.code, exc_info=e)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"{e.__class__.__name__}: {e}")
+
+    def _answer(self, cmd: RemotingCommand, resp: RemotingCommand | None) -> None:
+        if resp is None or cmd.flag & ONEWAY_FLAG:
+            return
+        resp.opaque = cmd.opaque
+        resp.flag |= RESPONSE_FLAG
+        out = self._out
+        if out is not None:
+            out.append(resp.encode())
+        else:
+            self.writer.write(resp.encode())
+
+    # ------------------------------------------------------------ requests we send
     def write(self, cmd: RemotingCommand) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(cmd.encode())
+        self.writer.write(cmd.encode())
 
     async def request(self, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         """Send a request and wait for the response with the same opaque."""
@@ -51,7 +238,7 @@ class Connection:
         self._pending[cmd.opaque] = fut
         try:
             self.write(cmd)
-            await self.writer.drain()
+            await self._drain()
             return await asyncio.wait_for(fut, timeout)
         except asyncio.TimeoutError:
             raise RemotingError(f"no response from {self.peer} within {timeout:g}s (code {cmd.code})") from None
@@ -61,54 +248,18 @@ class Connection:
             self._pending.pop(cmd.opaque, None)
 
     async def oneway(self, cmd: RemotingCommand) -> None:
-        cmd.flag |= 0x2
+        cmd.flag |= ONEWAY_FLAG
         self.write(cmd)
         with contextlib.suppress(ConnectionError, OSError):
-            await self.writer.drain()
+            await self._drain()
 
+    # ------------------------------------------------------------ lifecycle
     async def run(self) -> None:
-        """Read frames until EOF or a malformed frame, then close."""
-        try:
-            while True:
-                data = await self.reader.read(256 * 1024)
-                if not data:
-                    break
-                for cmd in self._frames.feed(data):
-                    if cmd.is_response:
-                        fut = self._pending.pop(cmd.opaque, None)
-                        if fut is not None and not fut.done():
-                            fut.set_result(cmd)
-                    else:
-                        t = asyncio.create_task(self._handle(cmd))
-                        self._tasks.add(t)
-                        t.add_done_callback(self._tasks.discard)
-        except FrameError as e:
-            log.warning("closing %s: malformed frame: %s", self.peer, e)
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            await self.close()
+        """Wait until the connection is closed (reading happens in `data_received`)."""
+        await self.closed.wait()
 
-    async def _handle(self, cmd: RemotingCommand) -> None:
-        if self.handler is None:
-            resp = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                remark=f" request type {cmd.code} not supported")
-        else:
-            try:
-                resp = await self.handler(cmd, self)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # a handler bug answers SYSTEM_ERROR, the server stays up
-                log.exception("handler failed for code %s", cmd.code)
-                resp = cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"{e.__class__.__name__}: {e}")
-        if resp is not None and not cmd.is_oneway:
-            resp.opaque = cmd.opaque
-            resp.flag |= 0x1
-            self.write(resp)
-            with contextlib.suppress(ConnectionError, OSError):
-                await self.writer.drain()
-
-    async def close(self) -> None:
+    def _shutdown(self) -> None:
+        """Mark closed, fail the requests waiting for an answer, cancel the handler tasks."""
         if self.closed.is_set():
             return
         self.closed.set()
@@ -118,8 +269,15 @@ class Connection:
         self._pending.clear()
         for t in list(self._tasks):
             t.cancel()
-        with contextlib.suppress(Exception):
-            self.writer.close()
+
+    def _close_now(self) -> None:
+        self._shutdown()
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                self.transport.close()  # buffered responses are still flushed
+
+    async def close(self) -> None:
+        self._close_now()
 
 
 class RemotingServer:
@@ -134,19 +292,19 @@ class RemotingServer:
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=1 << 20,
-                                                  reuse_address=True)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer, self.handler, self.max_frame)
+    def _new_connection(self) -> Connection:
+        conn = Connection(self.handler, self.max_frame, on_lost=self._lost)
         self.connections.add(conn)
-        try:
-            await conn.run()
-        finally:
-            self.connections.discard(conn)
-            if self.on_close:
-                self.on_close(conn)
+        return conn
+
+    def _lost(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        if self.on_close:
+            self.on_close(conn)
 
     async def close(self) -> None:
         if self._server:
@@ -159,15 +317,14 @@ class RemotingServer:
 
 
 async def connect(addr: str | Host, handler: Handler | None = None, timeout: float = 3.0) -> Connection:
-    """Open a channel to `host:port` and start reading it in the background."""
+    """Open a channel to `host:port`; incoming frames are read by the loop from then on."""
     host = addr if isinstance(addr, Host) else Host.parse(addr) if addr[:1] == "[" else _host(addr)
+    loop = asyncio.get_running_loop()
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host.ip, host.port, limit=1 << 20), timeout)
+        _, conn = await asyncio.wait_for(
+            loop.create_connection(lambda: Connection(handler), host.ip, host.port), timeout)
     except (OSError, asyncio.TimeoutError) as e:
         raise RemotingError(f"cannot connect to {host}: {e or 'timeout'}") from None
-    conn = Connection(reader, writer, handler)
-    task = asyncio.create_task(conn.run())
-    conn.attrs["reader_task"] = task
     return conn
 
 
