@@ -19,7 +19,7 @@ from pathlib import Path
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
-from rmqtool.layouts.javahash import java_string_hash
+from rmqtool.layouts.javahash import java_string_hash, java_string_hashes
 
 _NAME = re.compile(r"^\d{17}$")
 _I32 = struct.Struct(">i")
@@ -43,6 +43,17 @@ def index_key_hash(key: str) -> int:
     if h == -0x80000000:
         return 0
     return -h if h < 0 else h
+
+
+def index_key_hashes(suffixes: list[str], prefix: str) -> list[int]:
+    """`index_key_hash(prefix + s)` for every suffix, hashed together (`java_string_hashes`)."""
+    return [h if h < 0x80000000 else (0x100000000 - h if h != 0x80000000 else 0)
+            for h in java_string_hashes(suffixes, prefix)]
+
+
+# One record's index work for `IndexService.build_index_batch`:
+# (topic, commitLogOffset, storeTimestamp, UNIQ_KEY, KEYS)
+IndexRecord = tuple[str, int, int, "str | None", "str | None"]
 
 
 def index_file_name(ms: int) -> str:
@@ -293,6 +304,98 @@ class IndexService:
                 return
             keys = keys[done:]
             f = self._last_writable(now_ms)
+
+    def build_index_batch(self, records: list[IndexRecord]) -> None:
+        """`build_index` for each record in order, with every key hashed at once.
+
+        Entries, slots and chains come out exactly as from one `build_index` per record; the
+        header is written once per file touched instead of once per record (it is read back
+        only when the file is opened). A new file is named after the store time of the record
+        that needs it, as `build_index(..., now_ms=storeTimestamp)` does for dispatch.
+        """
+        if not records:
+            return
+        suffixes: list[str] = []
+        counts: list[int] = []  # keys per record
+        topics: dict[str, list[int]] = {}  # topic -> positions of its keys in `suffixes`
+        for topic, _phy, _ts, uniq_key, key_text in records:
+            n = len(suffixes)
+            if uniq_key:
+                suffixes.append(uniq_key)
+            if key_text:
+                if " " in key_text:
+                    suffixes.extend(k for k in key_text.split(" ") if k)
+                else:
+                    suffixes.append(key_text)
+            counts.append(len(suffixes) - n)
+            if len(suffixes) > n:
+                where = topics.get(topic)
+                if where is None:
+                    topics[topic] = where = []
+                where.extend(range(n, len(suffixes)))
+        if len(topics) == 1:
+            ((topic, _),) = topics.items()
+            hashes = index_key_hashes(suffixes, topic + "#")
+        else:
+            hashes = [0] * len(suffixes)
+            for topic, where in topics.items():
+                for i, h in zip(where, index_key_hashes([suffixes[i] for i in where], topic + "#"), strict=True):
+                    hashes[i] = h
+        f = self.files[-1] if self.files else None
+        if f is None or f.index_count >= f.index_num:
+            f = self._last_writable(records[0][2])
+        mm, count, limit, slots, base = f.mm, f.index_count, f.index_num, f.hash_slot_num, f.entries_base
+        slot_count, end_phy = f.hash_slot_count, f.end_phy_offset
+        unpack_i32 = _I32.unpack_from
+        k = 0
+        for (_topic, phy, ts, _u, _k), n in zip(records, counts, strict=True):
+            if count >= limit:  # the previous record filled the file: build_index moves on first
+                f.index_count, f.hash_slot_count = count, slot_count
+                f._write_header()
+                f = self._last_writable(ts)
+                mm, count, limit, slots, base = f.mm, f.index_count, f.index_num, f.hash_slot_num, f.entries_base
+                slot_count, end_phy = f.hash_slot_count, f.end_phy_offset
+            if phy < end_phy or not n:
+                k += n  # already indexed (re-dispatch), or nothing to index
+                continue
+            begin = f.begin_timestamp
+            if begin <= 0:
+                time_diff = 0
+            else:
+                time_diff = int((ts - begin) / 1000)
+                time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+            for key_hash in hashes[k : k + n]:
+                if count >= limit:  # full in the middle of a record: the rest go to a new file
+                    f.index_count, f.hash_slot_count = count, slot_count
+                    f.end_phy_offset = end_phy = phy
+                    f.end_timestamp = ts
+                    f._write_header()
+                    f = self._last_writable(ts)
+                    mm, count, limit, slots, base = f.mm, f.index_count, f.index_num, f.hash_slot_num, f.entries_base
+                    slot_count = f.hash_slot_count
+                    begin = f.begin_timestamp
+                    if begin <= 0:
+                        time_diff = 0
+                    else:
+                        time_diff = int((ts - begin) / 1000)
+                        time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+                slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE
+                slot_value = unpack_i32(mm, slot_pos)[0]
+                if slot_value <= 0 or slot_value > count:
+                    slot_value = 0
+                    slot_count += 1
+                _pack_entry(mm, base + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, slot_value)
+                _pack_i32(mm, slot_pos, count)
+                if count <= 1:
+                    f.begin_phy_offset = phy
+                    f.begin_timestamp = ts
+                    time_diff = 0
+                count += 1
+            k += n
+            f.end_phy_offset = end_phy = phy
+            f.end_timestamp = ts
+        f.index_count, f.hash_slot_count = count, slot_count
+        f._write_header()
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """`IndexService.queryOffset`: newest file first, stop at a file older than `begin`."""
