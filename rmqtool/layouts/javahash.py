@@ -46,8 +46,18 @@ def java_string_hashes(texts: list[str], prefix: str = "") -> list[int]:
     weight and summed; slot k of the sum is text k's hash before the mod. Other texts (non-
     ASCII, very long, or too few of a length) use per-text sums or `java_string_hash`.
     """
-    out = [0] * len(texts)
     hp = java_string_hash(prefix) & _MASK32 if prefix else 0
+    if len(texts) < _COLUMNS_FROM and prefix.isascii():  # a single put: plain sums, no grouping
+        pows, p31 = _POWS, _P31
+        small = []
+        for t in texts:
+            n = len(t)
+            if n > _POW_LIMIT or not t.isascii():
+                small.append(java_string_hash.__wrapped__(prefix + t) & _MASK32)
+            else:
+                small.append((hp * p31[n] + sum(map(mul, t.encode("ascii"), pows[n]))) & _MASK32)
+        return small
+    out = [0] * len(texts)
     by_len: dict[int, list[int]] = {}
     if prefix.isascii() and "".join(texts).isascii():
         lengths = list(map(len, texts))

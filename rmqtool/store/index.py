@@ -317,7 +317,8 @@ class IndexService:
             return
         suffixes: list[str] = []
         counts: list[int] = []  # keys per record
-        topics: dict[str, list[int]] = {}  # topic -> positions of its keys in `suffixes`
+        first_topic = records[0][0]
+        one_topic = True
         for topic, _phy, _ts, uniq_key, key_text in records:
             n = len(suffixes)
             if uniq_key:
@@ -328,15 +329,16 @@ class IndexService:
                 else:
                     suffixes.append(key_text)
             counts.append(len(suffixes) - n)
-            if len(suffixes) > n:
-                where = topics.get(topic)
-                if where is None:
-                    topics[topic] = where = []
-                where.extend(range(n, len(suffixes)))
-        if len(topics) == 1:
-            ((topic, _),) = topics.items()
-            hashes = index_key_hashes(suffixes, topic + "#")
+            if topic != first_topic:
+                one_topic = False
+        if one_topic:
+            hashes = index_key_hashes(suffixes, first_topic + "#")
         else:
+            topics: dict[str, list[int]] = {}  # topic -> positions of its keys in `suffixes`
+            k = 0
+            for (topic, *_), n in zip(records, counts, strict=True):
+                topics.setdefault(topic, []).extend(range(k, k + n))
+                k += n
             hashes = [0] * len(suffixes)
             for topic, where in topics.items():
                 for i, h in zip(where, index_key_hashes([suffixes[i] for i in where], topic + "#"), strict=True):
