@@ -172,8 +172,8 @@ class CommitLog:
         base = mf.from_offset
         run_from = 0  # first part of the run not yet copied
         table = self.topic_queue_table
-        pack_qq = _QQ.pack_into
-        for i, msg in enumerate(msgs):
+        pack_qq, pack_q = _QQ.pack_into, _pack_q
+        for i, (msg, head) in enumerate(zip(msgs, parts[::4], strict=True)):
             n = msg.total_size
             if n + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
                 if pos > run_pos:
@@ -193,9 +193,8 @@ class CommitLog:
             else:
                 queue_offset = 0  # PREPARED / ROLLBACK records take no queue offset
             phys = base + pos
-            head = parts[4 * i]
             pack_qq(head, 20, queue_offset, phys)
-            _pack_q(head, 56 if not sys_flag & BORNHOST_V6_FLAG else 68, now_ms)
+            pack_q(head, 56 if not sys_flag & BORNHOST_V6_FLAG else 68, now_ms)
             msg.queue_offset = queue_offset
             msg.commit_log_offset = phys
             msg.store_timestamp = now_ms

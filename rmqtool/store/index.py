@@ -348,14 +348,16 @@ class IndexService:
             f = self._last_writable(records[0][2])
         mm, count, limit, slots, base = f.mm, f.index_count, f.index_num, f.hash_slot_num, f.entries_base
         slot_count, end_phy = f.hash_slot_count, f.end_phy_offset
-        unpack_i32 = _I32.unpack_from
+        unpack_i32, pack_i32, pack_entry = _I32.unpack_from, _pack_i32, _pack_entry
+        # slot positions up front, in one comprehension (all files of a store have the same slot count)
+        slot_positions = [INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE for h in hashes]
         k = 0
         for (_topic, phy, ts, _u, _k), n in zip(records, counts, strict=True):
             if count >= limit:  # the previous record filled the file: build_index moves on first
                 f.index_count, f.hash_slot_count = count, slot_count
                 f._write_header()
                 f = self._last_writable(ts)
-                mm, count, limit, slots, base = f.mm, f.index_count, f.index_num, f.hash_slot_num, f.entries_base
+                mm, count, limit, base = f.mm, f.index_count, f.index_num, f.entries_base
                 slot_count, end_phy = f.hash_slot_count, f.end_phy_offset
             if phy < end_phy or not n:
                 k += n  # already indexed (re-dispatch), or nothing to index
@@ -366,14 +368,14 @@ class IndexService:
             else:
                 time_diff = int((ts - begin) / 1000)
                 time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
-            for key_hash in hashes[k : k + n]:
+            for key_hash, slot_pos in zip(hashes[k : k + n], slot_positions[k : k + n], strict=True):
                 if count >= limit:  # full in the middle of a record: the rest go to a new file
                     f.index_count, f.hash_slot_count = count, slot_count
                     f.end_phy_offset = end_phy = phy
                     f.end_timestamp = ts
                     f._write_header()
                     f = self._last_writable(ts)
-                    mm, count, limit, slots, base = f.mm, f.index_count, f.index_num, f.hash_slot_num, f.entries_base
+                    mm, count, limit, base = f.mm, f.index_count, f.index_num, f.entries_base
                     slot_count = f.hash_slot_count
                     begin = f.begin_timestamp
                     if begin <= 0:
@@ -381,13 +383,12 @@ class IndexService:
                     else:
                         time_diff = int((ts - begin) / 1000)
                         time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
-                slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE
                 slot_value = unpack_i32(mm, slot_pos)[0]
                 if slot_value <= 0 or slot_value > count:
                     slot_value = 0
                     slot_count += 1
-                _pack_entry(mm, base + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, slot_value)
-                _pack_i32(mm, slot_pos, count)
+                pack_entry(mm, base + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, slot_value)
+                pack_i32(mm, slot_pos, count)
                 if count <= 1:
                     f.begin_phy_offset = phy
                     f.begin_timestamp = ts

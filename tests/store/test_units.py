@@ -370,3 +370,35 @@ def test_batched_appends_dispatch_as_one_record_at_a_time(tmp_path):
             assert len(got) > 3 and got == want, sub
         cqs.close()
         index.close()
+
+
+def test_concurrent_puts_combine_but_keep_each_batch_together(store_dir):
+    """Putters that queue while another holds the put lock are appended by it: every batch stays
+    contiguous and in order, every queue offset is given once, results point at the records."""
+    import threading
+
+    with MessageStore.open(store_dir, small_config(mapped_file_size_commit_log=256 * 1024)) as store:
+        out: dict[int, list] = {}
+
+        def putter(t: int) -> None:
+            res = []
+            for b in range(20):
+                res += store.put_messages([make_msg(t * 1000 + b * 10 + k, queue_id=k % 2) for k in range(3)])
+            out[t] = res
+
+        threads = [threading.Thread(target=putter, args=(t,)) for t in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        offsets = sorted((r.msg.queue_id, r.queue_offset) for res in out.values() for r in res)
+        assert offsets == [(0, o) for o in range(8 * 20 * 2)] + [(1, o) for o in range(8 * 20)]
+        for res in out.values():
+            for b in range(0, len(res), 3):
+                batch = res[b : b + 3]
+                assert [r.msg.properties["UNIQ_KEY"] for r in batch] == sorted(r.msg.properties["UNIQ_KEY"] for r in batch)
+                for x, y in zip(batch, batch[1:], strict=False):
+                    assert y.wrote_offset == x.wrote_offset + x.wrote_bytes or y.wrote_offset % (256 * 1024) == 0
+            for r in res:
+                back = store.look_message_by_offset(r.wrote_offset)
+                assert back is not None and back.properties["UNIQ_KEY"] == r.msg.properties["UNIQ_KEY"]
