@@ -140,6 +140,15 @@ class Dispatcher:
         the index keys of all records hashed together. The files come out byte for byte as from
         one `dispatch` per record (the path recovery takes).
         """
+        if len(items) == 1:  # a single put: the per-record path, without the batch bookkeeping
+            topic, queue_id, phys, size, tags_code, ts, cq_offset, keys, uniq_key, sys_flag = items[0]
+            tran = sys_flag & TRANSACTION_TYPE_MASK
+            if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+                self.cqs.find_or_create(topic, queue_id).put(phys, size, tags_code, cq_offset)
+                self.last_cq_store_timestamp = ts
+            if self.index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+                self.index.build_index(topic, phys, ts, uniq_key, keys, ts)
+            return
         units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         index_records: list[tuple[str, int, int, str | None, str | None]] = []
         indexing = self.index is not None

@@ -145,8 +145,12 @@ class IndexFile:
 
     flush_header = _write_header
 
-    def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int) -> int:
-        """`putKey` for each of one record's keys, header written once; returns how many fit."""
+    def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int,
+                 key_hashes: list[int] | None = None) -> int:
+        """`putKey` for each of one record's keys, header written once; returns how many fit.
+
+        `key_hashes`, when given, are the keys' `index_key_hash` values (`index_key_hashes`).
+        """
         mm = self.mm
         count = self.index_count
         limit = self.index_num
@@ -159,10 +163,10 @@ class IndexFile:
             time_diff = int((store_timestamp - begin) / 1000)
             time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
         done = 0
-        for key in keys:
+        for i, key in enumerate(keys):
             if count >= limit:
                 break
-            key_hash = index_key_hash(key)
+            key_hash = index_key_hash(key) if key_hashes is None else key_hashes[i]
             slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE
             slot_value = _I32.unpack_from(mm, slot_pos)[0]
             if slot_value <= 0 or slot_value > count:
@@ -291,18 +295,18 @@ class IndexService:
             f = self._last_writable(now_ms)
         if phy_offset < f.end_phy_offset:
             return  # already indexed (re-dispatch)
-        prefix = topic + "#"
-        keys = [prefix + uniq_key] if uniq_key else []
+        keys = [uniq_key] if uniq_key else []  # without the `topic#` prefix, hashed once for all
         if key_text:
             if " " in key_text:
-                keys += [prefix + k for k in key_text.split(" ") if k]
+                keys += [k for k in key_text.split(" ") if k]
             else:
-                keys.append(prefix + key_text)
+                keys.append(key_text)
+        hashes = index_key_hashes(keys, topic + "#")
         while keys:
-            done = f.put_keys(keys, phy_offset, store_timestamp)
+            done = f.put_keys(keys, phy_offset, store_timestamp, hashes)
             if done == len(keys):
                 return
-            keys = keys[done:]
+            keys, hashes = keys[done:], hashes[done:]
             f = self._last_writable(now_ms)
 
     def build_index_batch(self, records: list[IndexRecord]) -> None:
