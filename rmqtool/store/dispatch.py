@@ -110,12 +110,6 @@ def request_from_record(buf: memoryview, pos: int, commit_log_offset: int, delay
     )
 
 
-# What `Dispatcher.dispatch_batch` needs of one appended record, in DispatchRequest's order:
-# (topic, queueId, commitLogOffset, msgSize, tagsCode, storeTimestamp, consumeQueueOffset, keys,
-#  uniqKey, sysFlag). A plain tuple: live appends make one per message and nothing else reads it.
-DispatchItem = tuple[str, int, int, int, int, int, int, "str | None", "str | None", int]
-
-
 class Dispatcher:
     """Builds ConsumeQueue units and index entries, then tells the listeners."""
 
@@ -135,39 +129,61 @@ class Dispatcher:
             self.index.build_index(req.topic, req.commit_log_offset, req.store_timestamp, req.uniq_key, req.keys,
                                    req.store_timestamp)
 
-    def dispatch_batch(self, items: list[DispatchItem]) -> None:
-        """`dispatch` for each appended record, in order: the units of one queue written together,
-        the index keys of all records hashed together. The files come out byte for byte as from
-        one `dispatch` per record (the path recovery takes).
+    def dispatch_appended(self, msgs: list[MessageExt], store_timestamp: int, delay_levels_ms: list[int],
+                          requests: list[DispatchRequest] | None = None) -> None:
+        """`dispatch` for records just appended (offsets filled in by the CommitLog), in order.
+
+        The units of one queue are written together and the index keys of all records hashed
+        together; the files come out byte for byte as from one `dispatch` per record (the path
+        recovery takes). With `requests`, the DispatchRequests for the listeners are added to it.
         """
-        if len(items) == 1:  # a single put: the per-record path, without the batch bookkeeping
-            topic, queue_id, phys, size, tags_code, ts, cq_offset, keys, uniq_key, sys_flag = items[0]
-            tran = sys_flag & TRANSACTION_TYPE_MASK
+        if len(msgs) == 1 and requests is None:  # a single put: the per-record path, no batch bookkeeping
+            msg = msgs[0]
+            props = msg.properties
+            tags = props.get(P.TAGS)
+            topic = msg.topic
+            tran = msg.sys_flag & TRANSACTION_TYPE_MASK
             if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-                self.cqs.find_or_create(topic, queue_id).put(phys, size, tags_code, cq_offset)
-                self.last_cq_store_timestamp = ts
+                tags_code = ((java_string_hash(tags) if tags else 0) if topic != SCHEDULE_TOPIC
+                             else tags_code_of(topic, props, store_timestamp, delay_levels_ms))
+                self.cqs.find_or_create(topic, msg.queue_id).put(msg.commit_log_offset, msg.total_size, tags_code,
+                                                                 msg.queue_offset)
+                self.last_cq_store_timestamp = store_timestamp
             if self.index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
-                self.index.build_index(topic, phys, ts, uniq_key, keys, ts)
+                self.index.build_index(topic, msg.commit_log_offset, store_timestamp, props.get(P.UNIQ_KEY),
+                                       props.get(P.KEYS), store_timestamp)
             return
         units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         index_records: list[tuple[str, int, int, str | None, str | None]] = []
         indexing = self.index is not None
-        last_cq_ts = None
-        for topic, queue_id, phys, size, tags_code, ts, cq_offset, keys, uniq_key, sys_flag in items:
+        has_cq_unit = False
+        for msg in msgs:
+            props = msg.properties
+            topic = msg.topic
+            tags = props.get(P.TAGS)
+            tags_code = ((java_string_hash(tags) if tags else 0) if topic != SCHEDULE_TOPIC
+                         else tags_code_of(topic, props, store_timestamp, delay_levels_ms))
+            sys_flag = msg.sys_flag
             tran = sys_flag & TRANSACTION_TYPE_MASK
             if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-                queue = units.get((topic, queue_id))
+                queue = units.get((topic, msg.queue_id))
                 if queue is None:
-                    units[topic, queue_id] = queue = []
-                queue.append((phys, size, tags_code, cq_offset))
-                last_cq_ts = ts
+                    units[topic, msg.queue_id] = queue = []
+                queue.append((msg.commit_log_offset, msg.total_size, tags_code, msg.queue_offset))
+                has_cq_unit = True
             if indexing and tran != TRANSACTION_ROLLBACK_TYPE:
-                index_records.append((topic, phys, ts, uniq_key, keys))
+                index_records.append((topic, msg.commit_log_offset, store_timestamp, props.get(P.UNIQ_KEY),
+                                      props.get(P.KEYS)))
+            if requests is not None:
+                requests.append(DispatchRequest(
+                    topic, msg.queue_id, msg.commit_log_offset, msg.total_size, tags_code, store_timestamp,
+                    msg.queue_offset, props.get(P.KEYS), props.get(P.UNIQ_KEY), sys_flag,
+                    msg.prepared_transaction_offset, props))
         find = self.cqs.find_or_create
         for (topic, queue_id), queue in units.items():
             find(topic, queue_id).put_batch(queue)
-        if last_cq_ts is not None:
-            self.last_cq_store_timestamp = last_cq_ts
+        if has_cq_unit:
+            self.last_cq_store_timestamp = store_timestamp
         if index_records:
             assert self.index is not None
             self.index.build_index_batch(index_records)

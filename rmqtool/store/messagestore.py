@@ -20,18 +20,15 @@ from enum import Enum
 from pathlib import Path
 
 from rmqtool.errors import InvalidMessage, StoreError
-from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     MAX_PROPERTIES_LENGTH,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
-    SCHEDULE_TOPIC,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
-from rmqtool.layouts.javahash import java_string_hash as _tags_hash
 from rmqtool.layouts.message import (
     Blank,
     MessageExt,
@@ -46,7 +43,7 @@ from rmqtool.store.checkpoint import StoreCheckpoint
 from rmqtool.store.commitlog import CommitLog
 from rmqtool.store.config import StoreConfig, parse_delay_levels
 from rmqtool.store.consumequeue import BLANK_SIZE, ConsumeQueueStore
-from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_record, tags_code_of
+from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_record
 from rmqtool.store.flush import FlushService
 from rmqtool.store.index import IndexService
 from rmqtool.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
@@ -440,21 +437,12 @@ class MessageStore:
                 raise StoreError("store is closed")
             now = self.clock()
             self.commitlog.append_batch_locked(msgs, parts, now)
-            levels = self.delay_levels_ms
-            items = []
-            for msg in msgs:
-                props = msg.properties
-                topic = msg.topic
-                tags = props.get(P.TAGS)
-                tags_code = (_tags_hash(tags) if tags else 0) if topic != SCHEDULE_TOPIC else tags_code_of(
-                    topic, props, now, levels)
-                items.append((topic, msg.queue_id, msg.commit_log_offset, msg.total_size, tags_code, now,
-                              msg.queue_offset, props.get(P.KEYS), props.get(P.UNIQ_KEY), msg.sys_flag))
-            self.dispatcher.dispatch_batch(items)
             if self.dispatch_listeners:
-                pending = self._pending
-                for msg, item in zip(msgs, items, strict=True):
-                    pending.append(DispatchRequest(*item, msg.prepared_transaction_offset, msg.properties))
+                dispatched: list[DispatchRequest] = []
+                self.dispatcher.dispatch_appended(msgs, now, self.delay_levels_ms, dispatched)
+                self._pending.extend(dispatched)
+            else:
+                self.dispatcher.dispatch_appended(msgs, now, self.delay_levels_ms)
         except BaseException as e:  # every owner (this thread included) raises it from put_messages
             for r in requests:
                 r.error = e
