@@ -103,16 +103,6 @@ class GetMessageResult:
 _unpack_ii = struct.Struct(">ii").unpack_from
 
 
-@dataclass(slots=True)
-class _PutRequest:
-    """One put_messages call waiting for the put lock: its encoded messages, then the outcome."""
-
-    msgs: list[MessageExt]
-    parts: list[bytes | bytearray]
-    done: bool = False
-    error: BaseException | None = None
-
-
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -141,7 +131,6 @@ class MessageStore:
         self.closed = False
         self._lock = StoreLock(root)
         self._pending: collections.deque[DispatchRequest] = collections.deque()
-        self._put_queue: collections.deque[_PutRequest] = collections.deque()  # see _append_queued
         self._listener_lock = threading.RLock()
         self.flush_lock = threading.Lock()  # flushing vs. file deletion by cleanup
 
@@ -354,7 +343,7 @@ class MessageStore:
         Outside the lock every message goes through the put hooks, is checked and encoded
         (`encode_record_parts`); under it the whole batch gets its queue offsets, positions and
         store time and is copied into the CommitLog in as few slices as file boundaries allow,
-        then dispatched (ConsumeQueue units, index keys) in one `dispatch_batch`. The CommitLog
+        then dispatched (ConsumeQueue units, index keys) in one `dispatch_appended`. The CommitLog
         bytes are in place before any unit points at them.
         """
         if self.read_only:
@@ -386,15 +375,19 @@ class MessageStore:
             prepared.append(msg)
             parts += record
         cl = self.commitlog
-        request = _PutRequest(prepared, parts)
-        self._put_queue.append(request)
-        with cl.put_lock:
-            if not request.done:  # else an earlier lock holder appended it with its own
-                self._append_queued()
-            end = cl.max_offset if not prepared else prepared[-1].commit_log_offset + prepared[-1].total_size
-        if request.error is not None:
-            raise request.error
         listeners = bool(self.dispatch_listeners)
+        with cl.put_lock:
+            if self.closed:
+                raise StoreError("store is closed")
+            now = self.clock()
+            cl.append_batch_locked(prepared, parts, now)
+            if listeners:
+                dispatched: list[DispatchRequest] = []
+                self.dispatcher.dispatch_appended(prepared, now, self.delay_levels_ms, dispatched)
+                self._pending.extend(dispatched)
+            else:
+                self.dispatcher.dispatch_appended(prepared, now, self.delay_levels_ms)
+            end = cl.max_offset
         ok = PutMessageStatus.PUT_OK
         results = [PutResult(ok, msg, msg.commit_log_offset, msg.total_size, msg.queue_offset) for msg in prepared]
         if listeners:
@@ -407,48 +400,6 @@ class MessageStore:
                 for r in results:
                     r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return results
-
-    def _append_queued(self) -> None:
-        """Append every queued put request as one batch (caller holds the put lock).
-
-        Concurrent putters combine: while one holds the lock, the others encode and queue
-        their messages, and the next holder appends them all with one store timestamp, one
-        CommitLog copy per file and one dispatch. Each request's messages stay together and
-        in order; queue offsets and positions are still assigned under the lock.
-        """
-        queue = self._put_queue
-        requests = []
-        while queue:
-            try:
-                requests.append(queue.popleft())
-            except IndexError:
-                break
-        if not requests:
-            return
-        if len(requests) == 1:
-            msgs, parts = requests[0].msgs, requests[0].parts
-        else:
-            msgs, parts = [], []
-            for r in requests:
-                msgs += r.msgs
-                parts += r.parts
-        try:
-            if self.closed:
-                raise StoreError("store is closed")
-            now = self.clock()
-            self.commitlog.append_batch_locked(msgs, parts, now)
-            if self.dispatch_listeners:
-                dispatched: list[DispatchRequest] = []
-                self.dispatcher.dispatch_appended(msgs, now, self.delay_levels_ms, dispatched)
-                self._pending.extend(dispatched)
-            else:
-                self.dispatcher.dispatch_appended(msgs, now, self.delay_levels_ms)
-        except BaseException as e:  # every owner (this thread included) raises it from put_messages
-            for r in requests:
-                r.error = e
-        finally:
-            for r in requests:
-                r.done = True
 
     def _run_listeners(self) -> None:
         """Drain dispatched requests to the listeners in append order (one drainer at a time)."""

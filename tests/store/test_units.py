@@ -372,9 +372,9 @@ def test_batched_appends_dispatch_as_one_record_at_a_time(tmp_path):
         index.close()
 
 
-def test_concurrent_puts_combine_but_keep_each_batch_together(store_dir):
-    """Putters that queue while another holds the put lock are appended by it: every batch stays
-    contiguous and in order, every queue offset is given once, results point at the records."""
+def test_concurrent_puts_keep_each_batch_together(store_dir):
+    """Concurrent put_messages: every batch stays contiguous and in order, every queue offset is
+    given once, results point at their records."""
     import threading
 
     with MessageStore.open(store_dir, small_config(mapped_file_size_commit_log=256 * 1024)) as store:
