@@ -201,8 +201,9 @@ def encode_record_parts(msg: MessageExt, properties_text: str | None = None) -> 
     props_b = (P.encode_properties(msg.properties) if properties_text is None else properties_text).encode(
         "utf-8"
     )
-    born_host, store_host = msg.born_host, msg.store_host
-    born_v6, store_v6 = ":" in born_host.ip, ":" in store_host.ip
+    born_b = pack_host(msg.born_host)
+    store_b = pack_host(msg.store_host)
+    born_v6, store_v6 = len(born_b) == 20, len(store_b) == 20
     sys_flag = msg.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
     if born_v6:
         sys_flag |= BORNHOST_V6_FLAG
@@ -217,7 +218,7 @@ def encode_record_parts(msg: MessageExt, properties_text: str | None = None) -> 
     fixed = _FIXED[born_v6, store_v6]
     head = bytearray(fixed.size)
     fixed.pack_into(head, 0, total, magic, crc, msg.queue_id, msg.flag, msg.queue_offset, msg.commit_log_offset,
-                    sys_flag, msg.born_timestamp, pack_host(born_host), msg.store_timestamp, pack_host(store_host),
+                    sys_flag, msg.born_timestamp, born_b, msg.store_timestamp, store_b,
                     msg.reconsume_times, msg.prepared_transaction_offset, body_len)
     return [
         head,
