@@ -1,8 +1,11 @@
 """The one dispatch path: CommitLog record -> ConsumeQueue unit and index keys (formats.md §8.2).
 
 Like RocketMQ's ReputMessageService with CommitLogDispatcherBuildConsumeQueue and
-CommitLogDispatcherBuildIndex. Live appends and recovery both build a `DispatchRequest` and call
-`Dispatcher.dispatch`, so a rebuilt ConsumeQueue is byte-identical to a live one.
+CommitLogDispatcherBuildIndex. Recovery builds a `DispatchRequest` per record and calls
+`Dispatcher.dispatch`; live appends hand a whole batch of appended records to
+`Dispatcher.dispatch_appended`, which writes the same units and index entries in one pass
+(tests/store/test_units.py compares the two), so a rebuilt ConsumeQueue is byte-identical to a
+live one.
 """
 
 from __future__ import annotations
