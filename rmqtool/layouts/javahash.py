@@ -7,7 +7,9 @@ byte-identical files.
 
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
+from operator import mul
 
 
 @lru_cache(maxsize=65536)
@@ -22,6 +24,88 @@ def java_string_hash(s: str) -> int:
         for i in range(0, len(data), 2):
             h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
+
+
+_MASK32 = 0xFFFFFFFF
+_POW_LIMIT = 512
+# _POWS[n][i] = 31**(n-1-i) mod 2**32: the weight of character i of an n-character string
+_POWS = [tuple(pow(31, n - 1 - i, 1 << 32) for i in range(n)) for n in range(_POW_LIMIT + 1)]
+_P31 = [pow(31, j, 1 << 32) for j in range(_POW_LIMIT + 1)]  # 31**j mod 2**32
+_COLUMNS_FROM = 8  # below this many strings of one length, per-string sums are cheaper
+_unpacks: dict[int, struct.Struct] = {}
+
+
+def java_string_hashes(texts: list[str], prefix: str = "") -> list[int]:
+    """`(prefix + t).hashCode()` of every text, as unsigned 32-bit ints (`& 0xFFFFFFFF`).
+
+    The index hashes two or more keys per stored message, so this is built for many at once.
+    hashCode is a polynomial in 31, and h(prefix + t) = h(prefix) * 31**len(t) + h(t), so the
+    shared `topic#` prefix is hashed once. ASCII texts of equal length are then evaluated a
+    column at a time in C: character j of every text is spread into its own 64-bit slot of one
+    big int (no slot can carry into the next: 127 * 2**32 * 512 < 2**64), multiplied by its
+    weight and summed; slot k of the sum is text k's hash before the mod. Other texts (non-
+    ASCII, very long, or too few of a length) use per-text sums or `java_string_hash`.
+    """
+    hp = java_string_hash(prefix) & _MASK32 if prefix else 0
+    if len(texts) < _COLUMNS_FROM and prefix.isascii():  # a single put: plain sums, no grouping
+        pows, p31 = _POWS, _P31
+        small = []
+        for t in texts:
+            n = len(t)
+            if n > _POW_LIMIT or not t.isascii():
+                small.append(java_string_hash.__wrapped__(prefix + t) & _MASK32)
+            else:
+                small.append((hp * p31[n] + sum(map(mul, t.encode("ascii"), pows[n]))) & _MASK32)
+        return small
+    out = [0] * len(texts)
+    by_len: dict[int, list[int]] = {}
+    if prefix.isascii() and "".join(texts).isascii():
+        lengths = list(map(len, texts))
+        n = lengths[0] if lengths else 0
+        if len(texts) >= _COLUMNS_FROM and n <= _POW_LIMIT and min(lengths) == max(lengths):
+            return list(_column_hashes(texts, n, (hp * _P31[n]) & _MASK32))
+        else:
+            for i, n in enumerate(lengths):
+                by_len.setdefault(n, []).append(i)
+    else:
+        for i, t in enumerate(texts):
+            if t.isascii() and prefix.isascii():
+                by_len.setdefault(len(t), []).append(i)
+            else:
+                out[i] = java_string_hash.__wrapped__(prefix + t) & _MASK32
+    for n, idxs in by_len.items():
+        base = (hp * _P31[n]) & _MASK32 if n <= _POW_LIMIT else (hp * pow(31, n, 1 << 32)) & _MASK32
+        if n > _POW_LIMIT:
+            for i in idxs:
+                out[i] = java_string_hash.__wrapped__(prefix + texts[i]) & _MASK32
+        elif len(idxs) < _COLUMNS_FROM:
+            pows = _POWS[n]
+            for i in idxs:
+                out[i] = (base + sum(map(mul, texts[i].encode("ascii"), pows))) & _MASK32
+        else:
+            for i, h in zip(idxs, _column_hashes([texts[i] for i in idxs], n, base), strict=True):
+                out[i] = h
+    return out
+
+
+def _column_hashes(texts: list[str], n: int, base: int) -> tuple[int, ...]:
+    """Unsigned hashes of `len(texts)` ASCII texts of length `n`, each plus `base`, mod 2**32."""
+    k = len(texts)
+    data = "".join(texts).encode("ascii")
+    spread = bytearray(k << 3)
+    from_bytes = int.from_bytes
+    pows = _POWS[n]
+    total = 0
+    for j in range(n):
+        spread[::8] = data[j::n]
+        total += from_bytes(spread, "little") * pows[j]
+    if base:
+        total += from_bytes(base.to_bytes(8, "little") * k, "little")
+    unpack = _unpacks.get(k)
+    if unpack is None:
+        unpack = _unpacks[k] = struct.Struct("<" + "I4x" * k)  # the low 32 bits of each slot
+    # the sum can carry out of the last slot only beyond bit 64*k: cut it to k slots
+    return unpack.unpack(total.to_bytes((k << 3) + 8, "little")[: k << 3])
 
 
 def _bucket(key: str, cap: int) -> int:

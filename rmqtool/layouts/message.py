@@ -33,6 +33,7 @@ _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 _I8 = struct.Struct(">b")
 _MID = struct.Struct(">iqi")  # reconsumeTimes, preparedTransactionOffset, bodyLength
+_crc32 = zlib.crc32
 
 QUEUE_OFFSET_POSITION = 20
 PHY_POS_POSITION = 28
@@ -161,44 +162,79 @@ def compress_body(body: bytes, kind: str = "zlib", level: int = 5) -> tuple[byte
     return zlib.compress(body, level), COMPRESSED_FLAG | 0x300
 
 
+# The fixed part of a record, totalSize .. bodyLength, for each (bornHost v6, storeHost v6):
+# one `pack` call instead of five.
+_FIXED = {
+    (born_v6, store_v6): struct.Struct(f">iiiiiqqiq{20 if born_v6 else 8}sq{20 if store_v6 else 8}siqi")
+    for born_v6 in (False, True) for store_v6 in (False, True)
+}
+_TOPIC_FIELDS: dict[str, tuple[bytes, int]] = {}
+
+
+def topic_field(topic: str) -> tuple[bytes, int]:
+    """(topicLength + UTF-8 topic bytes as stored, UTF-8 length); cached, topics repeat.
+
+    The length is 1 byte up to 127 bytes and 2 bytes (V2 magic) beyond; a topic longer than
+    32767 bytes cannot be stored: its field is empty (`encode_record_parts` refuses it).
+    """
+    hit = _TOPIC_FIELDS.get(topic)
+    if hit is None:
+        raw = topic.encode("utf-8")
+        if len(raw) > 32767:
+            return b"", len(raw)
+        hit = ((_I16 if len(raw) > 127 else _I8).pack(len(raw)) + raw, len(raw))
+        if len(_TOPIC_FIELDS) < 4096:
+            _TOPIC_FIELDS[topic] = hit
+    return hit
+
+
+def encode_record_parts(msg: MessageExt, properties_text: str | None = None) -> list[bytes | bytearray]:
+    """The record `encode_record` makes, as 4 pieces: fixed fields, body, topic, properties.
+
+    The appender joins the pieces of a whole batch at once (one copy of every body instead of
+    two). The fixed piece is a bytearray holding QUEUEOFFSET (byte 20), PHYSICALOFFSET (28) and STORETIMESTAMP
+    (56, or 68 with an IPv6 born host) as they are in `msg`, to be patched under the put lock.
+    """
+    topic_b, topic_len = topic_field(msg.topic)
+    if not topic_b:
+        raise struct.error(f"topic of {topic_len} bytes does not fit a record's topic length field")
+    props_b = (P.encode_properties(msg.properties) if properties_text is None else properties_text).encode(
+        "utf-8"
+    )
+    born_b = pack_host(msg.born_host)
+    store_b = pack_host(msg.store_host)
+    born_v6, store_v6 = len(born_b) == 20, len(store_b) == 20
+    sys_flag = msg.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    if born_v6:
+        sys_flag |= BORNHOST_V6_FLAG
+    if store_v6:
+        sys_flag |= STOREHOSTADDRESS_V6_FLAG
+    magic = MESSAGE_MAGIC_CODE_V2 if topic_len > 127 else MESSAGE_MAGIC_CODE
+    body = msg.body
+    body_len = len(body)
+    total = 74 + (20 if born_v6 else 8) + (20 if store_v6 else 8) + body_len + len(topic_b) + len(props_b)
+    crc = _crc32(body) & 0x7FFFFFFF
+    msg.sys_flag, msg.magic_code, msg.total_size, msg.body_crc = sys_flag, magic, total, crc
+    fixed = _FIXED[born_v6, store_v6]
+    head = bytearray(fixed.size)
+    fixed.pack_into(head, 0, total, magic, crc, msg.queue_id, msg.flag, msg.queue_offset, msg.commit_log_offset,
+                    sys_flag, msg.born_timestamp, born_b, msg.store_timestamp, store_b,
+                    msg.reconsume_times, msg.prepared_transaction_offset, body_len)
+    return [
+        head,
+        body,
+        topic_b,
+        _I16.pack(len(props_b)) + props_b,
+    ]
+
+
 def encode_record(msg: MessageExt, properties_text: str | None = None) -> bytes:
     """Encode a full record; sizes, CRC, magic and host flags are derived from the content.
 
     `msg.sys_flag`'s host bits are set from the hosts' address families, V2 magic is chosen for
     topics over 127 bytes (`autoMessageVersionOnTopicLen`), as the broker does.
     """
-    topic_b = msg.topic.encode("utf-8")
-    props_b = (P.encode_properties(msg.properties) if properties_text is None else properties_text).encode(
-        "utf-8"
-    )
-    sys_flag = msg.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
-    if msg.born_host.is_v6:
-        sys_flag |= BORNHOST_V6_FLAG
-    if msg.store_host.is_v6:
-        sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    v2 = len(topic_b) > 127
-    magic = MESSAGE_MAGIC_CODE_V2 if v2 else MESSAGE_MAGIC_CODE
-    born = pack_host(msg.born_host)
-    store = pack_host(msg.store_host)
-    body = msg.body
-    total = 74 + len(born) + len(store) + (2 if v2 else 1) + len(body) + len(topic_b) + len(props_b)
-    crc = body_crc(body)
-    msg.sys_flag, msg.magic_code, msg.total_size, msg.body_crc = sys_flag, magic, total, crc
-    return b"".join(
-        (
-            _HEAD.pack(total, magic, crc, msg.queue_id, msg.flag, msg.queue_offset, msg.commit_log_offset,
-                       sys_flag, msg.born_timestamp),
-            born,
-            _I64.pack(msg.store_timestamp),
-            store,
-            _MID.pack(msg.reconsume_times, msg.prepared_transaction_offset, len(body)),
-            body,
-            (_I16 if v2 else _I8).pack(len(topic_b)),
-            topic_b,
-            _I16.pack(len(props_b)),
-            props_b,
-        )
-    )
+    return b"".join(encode_record_parts(msg, properties_text))
 
 
 class RecordError(ValueError):

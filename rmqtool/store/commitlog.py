@@ -32,6 +32,7 @@ _Q = struct.Struct(">q")
 _BLANK = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
 _pack_q = _Q.pack_into
+_QQ = struct.Struct(">qq")  # QUEUEOFFSET, PHYSICALOFFSET (bytes 20..36)
 _HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp (48 bytes)
 _unpack_head = _HEAD.unpack_from
 _unpack_mid = struct.Struct(">iqi").unpack_from  # reconsumeTimes, preparedTransactionOffset, bodyLength
@@ -152,6 +153,56 @@ class CommitLog:
         msg.store_timestamp = now_ms
         self.last_store_timestamp = now_ms
         return phys
+
+    def append_batch_locked(self, msgs: list[MessageExt], parts: list[bytearray | bytes], now_ms: int) -> None:
+        """`append_locked` for every message in order (caller holds `put_lock`), copying runs of
+        records into the mapped file with one slice assignment each.
+
+        `parts` holds `encode_record_parts(msg)` of each message, 4 pieces per record, the first
+        a bytearray: its QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP are patched in place.
+        A record that would leave fewer than 8 spare bytes in the file goes to the next file
+        after an end-of-file blank, so a run ends there. Fills each msg's offsets and time.
+        """
+        file_size = self.file_size
+        mfq = self.mfq
+        mf = mfq.files[-1] if mfq.files else None
+        if mf is None or mf.wrote_position >= file_size:
+            mf = mfq.new_file(0)
+        run_pos = pos = mf.wrote_position
+        base = mf.from_offset
+        run_from = 0  # first part of the run not yet copied
+        table = self.topic_queue_table
+        pack_qq, pack_q = _QQ.pack_into, _pack_q
+        for i, (msg, head) in enumerate(zip(msgs, parts[::4], strict=True)):
+            n = msg.total_size
+            if n + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
+                if pos > run_pos:
+                    mf.mm[run_pos:pos] = b"".join(parts[run_from : 4 * i])
+                mf.wrote_position = pos
+                self._write_blank(mf)
+                mf = mfq.new_file(0)
+                run_pos = pos = mf.wrote_position
+                base = mf.from_offset
+                run_from = 4 * i
+            sys_flag = msg.sys_flag
+            tran = sys_flag & TRANSACTION_TYPE_MASK
+            if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+                key = (msg.topic, msg.queue_id)
+                queue_offset = table.get(key, 0)
+                table[key] = queue_offset + 1
+            else:
+                queue_offset = 0  # PREPARED / ROLLBACK records take no queue offset
+            phys = base + pos
+            pack_qq(head, 20, queue_offset, phys)
+            pack_q(head, 56 if not sys_flag & BORNHOST_V6_FLAG else 68, now_ms)
+            msg.queue_offset = queue_offset
+            msg.commit_log_offset = phys
+            msg.store_timestamp = now_ms
+            pos += n
+        if pos > run_pos:
+            mf.mm[run_pos:pos] = b"".join(parts[run_from:])
+        mf.wrote_position = pos
+        self.last_store_timestamp = now_ms
 
     def _write_blank(self, mf: MappedFile) -> None:
         max_blank = self.file_size - mf.wrote_position

@@ -95,6 +95,31 @@ class ConsumeQueue:
         self.max_physic_offset = offset + size
         return True
 
+    def put_batch(self, units: list[tuple[int, int, int, int]]) -> None:
+        """`put(offset, size, tagsCode, cqOffset)` for each unit, in order.
+
+        A live append hands over consecutive queue offsets and growing CommitLog offsets, so
+        when the first unit is the next one and all fit in the last file they are packed and
+        copied in one go; anything else (a new queue, a file boundary, a re-dispatch) goes
+        unit by unit through `put`.
+        """
+        files = self.mfq.files
+        if files:
+            mf = files[-1]
+            pos = mf.wrote_position
+            first, last = units[0], units[-1]
+            if (pos + len(units) * UNIT <= self.file_size and first[0] + first[1] > self.max_physic_offset
+                    and first[3] * UNIT == mf.from_offset + pos and last[3] - first[3] == len(units) - 1):
+                pack = CQ_UNIT.pack
+                data = b"".join([pack(offset, size, tags_code) for offset, size, tags_code, _ in units])
+                mf.mm[pos : pos + len(data)] = data
+                mf.wrote_position = pos + len(data)
+                self.max_physic_offset = last[0] + last[1]
+                return
+        put = self.put
+        for offset, size, tags_code, cq_offset in units:
+            put(offset, size, tags_code, cq_offset)
+
     def _fill_pre_blank(self, mf: MappedFile, until: int) -> None:
         mf.write_at(0, CQ_BLANK_UNIT * (until // UNIT))
         mf.wrote_position = until

@@ -1,8 +1,11 @@
 """The one dispatch path: CommitLog record -> ConsumeQueue unit and index keys (formats.md §8.2).
 
 Like RocketMQ's ReputMessageService with CommitLogDispatcherBuildConsumeQueue and
-CommitLogDispatcherBuildIndex. Live appends and recovery both build a `DispatchRequest` and call
-`Dispatcher.dispatch`, so a rebuilt ConsumeQueue is byte-identical to a live one.
+CommitLogDispatcherBuildIndex. Recovery builds a `DispatchRequest` per record and calls
+`Dispatcher.dispatch`; live appends hand a whole batch of appended records to
+`Dispatcher.dispatch_appended`, which writes the same units and index entries in one pass
+(tests/store/test_units.py compares the two), so a rebuilt ConsumeQueue is byte-identical to a
+live one.
 """
 
 from __future__ import annotations
@@ -128,3 +131,62 @@ class Dispatcher:
         if self.index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
             self.index.build_index(req.topic, req.commit_log_offset, req.store_timestamp, req.uniq_key, req.keys,
                                    req.store_timestamp)
+
+    def dispatch_appended(self, msgs: list[MessageExt], store_timestamp: int, delay_levels_ms: list[int],
+                          requests: list[DispatchRequest] | None = None) -> None:
+        """`dispatch` for records just appended (offsets filled in by the CommitLog), in order.
+
+        The units of one queue are written together and the index keys of all records hashed
+        together; the files come out byte for byte as from one `dispatch` per record (the path
+        recovery takes). With `requests`, the DispatchRequests for the listeners are added to it.
+        """
+        if len(msgs) == 1 and requests is None:  # a single put: the per-record path, no batch bookkeeping
+            msg = msgs[0]
+            props = msg.properties
+            tags = props.get(P.TAGS)
+            topic = msg.topic
+            tran = msg.sys_flag & TRANSACTION_TYPE_MASK
+            if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+                tags_code = ((java_string_hash(tags) if tags else 0) if topic != SCHEDULE_TOPIC
+                             else tags_code_of(topic, props, store_timestamp, delay_levels_ms))
+                self.cqs.find_or_create(topic, msg.queue_id).put(msg.commit_log_offset, msg.total_size, tags_code,
+                                                                 msg.queue_offset)
+                self.last_cq_store_timestamp = store_timestamp
+            if self.index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+                self.index.build_index(topic, msg.commit_log_offset, store_timestamp, props.get(P.UNIQ_KEY),
+                                       props.get(P.KEYS), store_timestamp)
+            return
+        units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
+        index_records: list[tuple[str, int, int, str | None, str | None]] = []
+        indexing = self.index is not None
+        has_cq_unit = False
+        for msg in msgs:
+            props = msg.properties
+            topic = msg.topic
+            tags = props.get(P.TAGS)
+            tags_code = ((java_string_hash(tags) if tags else 0) if topic != SCHEDULE_TOPIC
+                         else tags_code_of(topic, props, store_timestamp, delay_levels_ms))
+            sys_flag = msg.sys_flag
+            tran = sys_flag & TRANSACTION_TYPE_MASK
+            if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+                queue = units.get((topic, msg.queue_id))
+                if queue is None:
+                    units[topic, msg.queue_id] = queue = []
+                queue.append((msg.commit_log_offset, msg.total_size, tags_code, msg.queue_offset))
+                has_cq_unit = True
+            if indexing and tran != TRANSACTION_ROLLBACK_TYPE:
+                index_records.append((topic, msg.commit_log_offset, store_timestamp, props.get(P.UNIQ_KEY),
+                                      props.get(P.KEYS)))
+            if requests is not None:
+                requests.append(DispatchRequest(
+                    topic, msg.queue_id, msg.commit_log_offset, msg.total_size, tags_code, store_timestamp,
+                    msg.queue_offset, props.get(P.KEYS), props.get(P.UNIQ_KEY), sys_flag,
+                    msg.prepared_transaction_offset, props))
+        find = self.cqs.find_or_create
+        for (topic, queue_id), queue in units.items():
+            find(topic, queue_id).put_batch(queue)
+        if has_cq_unit:
+            self.last_cq_store_timestamp = store_timestamp
+        if index_records:
+            assert self.index is not None
+            self.index.build_index_batch(index_records)

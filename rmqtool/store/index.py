@@ -19,7 +19,7 @@ from pathlib import Path
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
-from rmqtool.layouts.javahash import java_string_hash
+from rmqtool.layouts.javahash import java_string_hash, java_string_hashes
 
 _NAME = re.compile(r"^\d{17}$")
 _I32 = struct.Struct(">i")
@@ -43,6 +43,17 @@ def index_key_hash(key: str) -> int:
     if h == -0x80000000:
         return 0
     return -h if h < 0 else h
+
+
+def index_key_hashes(suffixes: list[str], prefix: str) -> list[int]:
+    """`index_key_hash(prefix + s)` for every suffix, hashed together (`java_string_hashes`)."""
+    return [h if h < 0x80000000 else (0x100000000 - h if h != 0x80000000 else 0)
+            for h in java_string_hashes(suffixes, prefix)]
+
+
+# One record's index work for `IndexService.build_index_batch`:
+# (topic, commitLogOffset, storeTimestamp, UNIQ_KEY, KEYS)
+IndexRecord = tuple[str, int, int, "str | None", "str | None"]
 
 
 def index_file_name(ms: int) -> str:
@@ -134,8 +145,12 @@ class IndexFile:
 
     flush_header = _write_header
 
-    def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int) -> int:
-        """`putKey` for each of one record's keys, header written once; returns how many fit."""
+    def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int,
+                 key_hashes: list[int] | None = None) -> int:
+        """`putKey` for each of one record's keys, header written once; returns how many fit.
+
+        `key_hashes`, when given, are the keys' `index_key_hash` values (`index_key_hashes`).
+        """
         mm = self.mm
         count = self.index_count
         limit = self.index_num
@@ -148,10 +163,10 @@ class IndexFile:
             time_diff = int((store_timestamp - begin) / 1000)
             time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
         done = 0
-        for key in keys:
+        for i, key in enumerate(keys):
             if count >= limit:
                 break
-            key_hash = index_key_hash(key)
+            key_hash = index_key_hash(key) if key_hashes is None else key_hashes[i]
             slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE
             slot_value = _I32.unpack_from(mm, slot_pos)[0]
             if slot_value <= 0 or slot_value > count:
@@ -280,19 +295,114 @@ class IndexService:
             f = self._last_writable(now_ms)
         if phy_offset < f.end_phy_offset:
             return  # already indexed (re-dispatch)
-        prefix = topic + "#"
-        keys = [prefix + uniq_key] if uniq_key else []
+        keys = [uniq_key] if uniq_key else []  # without the `topic#` prefix, hashed once for all
         if key_text:
             if " " in key_text:
-                keys += [prefix + k for k in key_text.split(" ") if k]
+                keys += [k for k in key_text.split(" ") if k]
             else:
-                keys.append(prefix + key_text)
+                keys.append(key_text)
+        hashes = index_key_hashes(keys, topic + "#")
         while keys:
-            done = f.put_keys(keys, phy_offset, store_timestamp)
+            done = f.put_keys(keys, phy_offset, store_timestamp, hashes)
             if done == len(keys):
                 return
-            keys = keys[done:]
+            keys, hashes = keys[done:], hashes[done:]
             f = self._last_writable(now_ms)
+
+    def build_index_batch(self, records: list[IndexRecord]) -> None:
+        """`build_index` for each record in order, with every key hashed at once.
+
+        Entries, slots and chains come out exactly as from one `build_index` per record; the
+        header is written once per file touched instead of once per record (it is read back
+        only when the file is opened). A new file is named after the store time of the record
+        that needs it, as `build_index(..., now_ms=storeTimestamp)` does for dispatch.
+        """
+        if not records:
+            return
+        suffixes: list[str] = []
+        counts: list[int] = []  # keys per record
+        first_topic = records[0][0]
+        one_topic = True
+        for topic, _phy, _ts, uniq_key, key_text in records:
+            n = len(suffixes)
+            if uniq_key:
+                suffixes.append(uniq_key)
+            if key_text:
+                if " " in key_text:
+                    suffixes.extend(k for k in key_text.split(" ") if k)
+                else:
+                    suffixes.append(key_text)
+            counts.append(len(suffixes) - n)
+            if topic != first_topic:
+                one_topic = False
+        if one_topic:
+            hashes = index_key_hashes(suffixes, first_topic + "#")
+        else:
+            topics: dict[str, list[int]] = {}  # topic -> positions of its keys in `suffixes`
+            k = 0
+            for (topic, *_), n in zip(records, counts, strict=True):
+                topics.setdefault(topic, []).extend(range(k, k + n))
+                k += n
+            hashes = [0] * len(suffixes)
+            for topic, where in topics.items():
+                for i, h in zip(where, index_key_hashes([suffixes[i] for i in where], topic + "#"), strict=True):
+                    hashes[i] = h
+        f = self.files[-1] if self.files else None
+        if f is None or f.index_count >= f.index_num:
+            f = self._last_writable(records[0][2])
+        mm, count, limit, slots, base = f.mm, f.index_count, f.index_num, f.hash_slot_num, f.entries_base
+        slot_count, end_phy = f.hash_slot_count, f.end_phy_offset
+        unpack_i32, pack_i32, pack_entry = _I32.unpack_from, _pack_i32, _pack_entry
+        # slot positions up front, in one comprehension (all files of a store have the same slot count)
+        slot_positions = [INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE for h in hashes]
+        k = 0
+        for (_topic, phy, ts, _u, _k), n in zip(records, counts, strict=True):
+            if count >= limit:  # the previous record filled the file: build_index moves on first
+                f.index_count, f.hash_slot_count = count, slot_count
+                f._write_header()
+                f = self._last_writable(ts)
+                mm, count, limit, base = f.mm, f.index_count, f.index_num, f.entries_base
+                slot_count, end_phy = f.hash_slot_count, f.end_phy_offset
+            if phy < end_phy or not n:
+                k += n  # already indexed (re-dispatch), or nothing to index
+                continue
+            begin = f.begin_timestamp
+            if begin <= 0:
+                time_diff = 0
+            else:
+                time_diff = int((ts - begin) / 1000)
+                time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+            for key_hash, slot_pos in zip(hashes[k : k + n], slot_positions[k : k + n], strict=True):
+                if count >= limit:  # full in the middle of a record: the rest go to a new file
+                    f.index_count, f.hash_slot_count = count, slot_count
+                    f.end_phy_offset = end_phy = phy
+                    f.end_timestamp = ts
+                    f._write_header()
+                    f = self._last_writable(ts)
+                    mm, count, limit, base = f.mm, f.index_count, f.index_num, f.entries_base
+                    slot_count = f.hash_slot_count
+                    begin = f.begin_timestamp
+                    if begin <= 0:
+                        time_diff = 0
+                    else:
+                        time_diff = int((ts - begin) / 1000)
+                        time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+                slot_value = unpack_i32(mm, slot_pos)[0]
+                if slot_value <= 0 or slot_value > count:
+                    slot_value = 0
+                    slot_count += 1
+                pack_entry(mm, base + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, slot_value)
+                pack_i32(mm, slot_pos, count)
+                if count <= 1:
+                    f.begin_phy_offset = phy
+                    f.begin_timestamp = ts
+                    time_diff = 0
+                count += 1
+            k += n
+            f.end_phy_offset = end_phy = phy
+            f.end_timestamp = ts
+        f.index_count, f.hash_slot_count = count, slot_count
+        f._write_header()
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """`IndexService.queryOffset`: newest file first, stop at a file older than `begin`."""

@@ -20,7 +20,6 @@ from enum import Enum
 from pathlib import Path
 
 from rmqtool.errors import InvalidMessage, StoreError
-from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     MAX_PROPERTIES_LENGTH,
     MESSAGE_MAGIC_CODE,
@@ -30,14 +29,21 @@ from rmqtool.layouts.constants import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
-from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record, encode_record
+from rmqtool.layouts.message import (
+    Blank,
+    MessageExt,
+    RecordError,
+    decode_record,
+    encode_record_parts,
+    topic_field,
+)
 from rmqtool.layouts.msgid import create_offset_msg_id
 from rmqtool.layouts.net import Host
 from rmqtool.store.checkpoint import StoreCheckpoint
 from rmqtool.store.commitlog import CommitLog
 from rmqtool.store.config import StoreConfig, parse_delay_levels
 from rmqtool.store.consumequeue import BLANK_SIZE, ConsumeQueueStore
-from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_record, tags_code_of
+from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_record
 from rmqtool.store.flush import FlushService
 from rmqtool.store.index import IndexService
 from rmqtool.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
@@ -332,54 +338,58 @@ class MessageStore:
         return self.put_messages([msg])[0]
 
     def put_messages(self, msgs: list[MessageExt]) -> list[PutResult]:
-        """Append `msgs` in order under one lock (one flush wait for all with SYNC_FLUSH)."""
+        """Append `msgs` in order under one lock (one flush wait for all with SYNC_FLUSH).
+
+        Outside the lock every message goes through the put hooks, is checked and encoded
+        (`encode_record_parts`); under it the whole batch gets its queue offsets, positions and
+        store time and is copied into the CommitLog in as few slices as file boundaries allow,
+        then dispatched (ConsumeQueue units, index keys) in one `dispatch_appended`. The CommitLog
+        bytes are in place before any unit points at them.
+        """
         if self.read_only:
             raise StoreError("store opened read-only")
-        prepared = []
-        file_size = self.config.mapped_file_size_commit_log
+        config = self.config
+        file_size = config.mapped_file_size_commit_log
+        max_size = config.max_message_size
         hooks = self.put_hooks
         store_host = self.store_host
+        prepared: list[MessageExt] = []
+        parts: list[bytes | bytearray] = []
         for msg in msgs:
             for hook in hooks:
                 msg = hook(msg)
             body_len = len(msg.body)
-            if body_len > self.config.max_message_size:
-                raise InvalidMessage(f"message body is {body_len} bytes, the limit is {self.config.max_message_size}")
-            topic_len = len(msg.topic.encode("utf-8"))
+            if body_len > max_size:
+                raise InvalidMessage(f"message body is {body_len} bytes, the limit is {max_size}")
+            topic_len = topic_field(msg.topic)[1]
             if topic_len > 32767:
                 raise InvalidMessage(f"topic is {topic_len} bytes, a record holds at most 32767")
             msg.store_host = store_host
-            buf = bytearray(encode_record(msg))
-            props_len = len(buf) - body_len - topic_len - (91 if topic_len <= 127 else 92) - (
-                24 if msg.sys_flag & 0x30 == 0x30 else 12 if msg.sys_flag & 0x30 else 0)
+            record = encode_record_parts(msg)
+            props_len = len(record[3]) - 2
             if props_len > MAX_PROPERTIES_LENGTH:
                 raise InvalidMessage(f"properties are {props_len} bytes, the limit is {MAX_PROPERTIES_LENGTH}")
-            if len(buf) + 8 > file_size:
-                raise InvalidMessage(f"record of {len(buf)} bytes does not fit in a {file_size}-byte commitlog file")
-            prepared.append((msg, buf))
-        results: list[PutResult] = []
+            if msg.total_size + 8 > file_size:
+                raise InvalidMessage(f"record of {msg.total_size} bytes does not fit in a {file_size}-byte "
+                                     "commitlog file")
+            prepared.append(msg)
+            parts += record
         cl = self.commitlog
-        dispatch = self.dispatcher.dispatch
-        levels = self.delay_levels_ms
         listeners = bool(self.dispatch_listeners)
-        pending = self._pending
-        append = cl.append_locked
         with cl.put_lock:
             if self.closed:
                 raise StoreError("store is closed")
             now = self.clock()
-            for msg, buf in prepared:
-                phys = append(msg, buf, now)
-                props = msg.properties
-                req = DispatchRequest(
-                    msg.topic, msg.queue_id, phys, len(buf), tags_code_of(msg.topic, props, now, levels), now,
-                    msg.queue_offset, props.get(P.KEYS), props.get(P.UNIQ_KEY), msg.sys_flag,
-                    msg.prepared_transaction_offset, props)
-                dispatch(req)
-                if listeners:
-                    pending.append(req)
-                results.append(PutResult(PutMessageStatus.PUT_OK, msg, phys, len(buf), msg.queue_offset))
+            cl.append_batch_locked(prepared, parts, now)
+            if listeners:
+                dispatched: list[DispatchRequest] = []
+                self.dispatcher.dispatch_appended(prepared, now, self.delay_levels_ms, dispatched)
+                self._pending.extend(dispatched)
+            else:
+                self.dispatcher.dispatch_appended(prepared, now, self.delay_levels_ms)
             end = cl.max_offset
+        ok = PutMessageStatus.PUT_OK
+        results = [PutResult(ok, msg, msg.commit_log_offset, msg.total_size, msg.queue_offset) for msg in prepared]
         if listeners:
             self._run_listeners()
         if self.sync_flush and self.flush_service is not None:

@@ -45,18 +45,9 @@ def delay_level_table(text: str = DEFAULT_MESSAGE_DELAY_LEVEL) -> dict[int, int]
     return {i + 1: ms for i, ms in enumerate(parse_delay_levels(text))}
 
 
-_ORDER_CACHE: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
 def broker_order_cached(props: dict[str, str]) -> dict[str, str]:
-    """`properties.broker_order`, memoised on the key sequence (most messages share one)."""
-    keys = tuple(props)
-    order = _ORDER_CACHE.get(keys)
-    if order is None:
-        if len(_ORDER_CACHE) > 4096:
-            _ORDER_CACHE.clear()
-        order = _ORDER_CACHE[keys] = tuple(P.broker_order(props))
-    return {k: props[k] for k in order}
+    """`properties.broker_order` (memoised there on the key sequence)."""
+    return P.broker_order(props)
 
 
 def delay_level_to_queue_id(level: int) -> int:

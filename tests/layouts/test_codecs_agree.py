@@ -11,7 +11,7 @@ from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT, Store
 from rmqtool.layouts.commitlog import CommitLogRecord, record_size
 from rmqtool.layouts.consumequeue import CQ_UNIT, CqUnit
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER, IndexEntry, IndexHeader
-from rmqtool.layouts.javahash import java_string_hash
+from rmqtool.layouts.javahash import java_string_hash, java_string_hashes
 from rmqtool.layouts.message import MessageExt, decode_record, encode_record
 from rmqtool.layouts.net import Host
 from rmqtool.layouts.properties import decode_properties, encode_properties
@@ -125,3 +125,18 @@ def test_json_head_struct_matches_construct(body, ints, hosts):
         expect[h] = parsed[h].ip + parsed[h].port.to_bytes(4, "big", signed=True)
     assert V4_HEAD.size == 88
     assert dict(zip(V4_FIELDS, V4_HEAD.unpack_from(raw), strict=True)) == expect
+
+
+@settings(max_examples=200)
+@given(texts=st.lists(st.one_of(st.text(max_size=40), st.text(alphabet="0123456789ABCDEF", min_size=32, max_size=32),
+                                st.text(alphabet="k0123456789 ", max_size=8)), max_size=40),
+       prefix=st.one_of(st.just(""), st.text(max_size=12).map(lambda t: t + "#")))
+def test_batch_java_hashes_match_hash_code(texts, prefix):
+    """The column-wise batch hash is `String.hashCode()` of prefix + text, for any mix of texts."""
+    assert java_string_hashes(texts, prefix) == [java_string_hash(prefix + t) & 0xFFFFFFFF for t in texts]
+
+
+@given(st.dictionaries(prop_text, st.one_of(prop_text, st.none()), max_size=6))
+def test_properties_fast_join_matches_per_entry_format(props):
+    expected = "".join(f"{k}\x01{v}\x02" for k, v in props.items() if v is not None)
+    assert encode_properties(props) == expected
