@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "client"))
+sys.path.insert(0, str(ROOT))  # tests/client/servers.py imports tests.serve_helpers
 
 
 # ---- workers (run in their own process) -----------------------------------------------------------------
