@@ -49,6 +49,23 @@ def test_numeric_and_boolean_ext_fields_become_strings():
     assert cmd.body == b"body"
 
 
+@pytest.mark.parametrize("value, text", [
+    (123456789012345678901234567890, "123456789012345678901234567890"),  # past 64 bits: no float rounding
+    (-(2**63), str(-(2**63))),
+    (2**64, str(2**64)),
+    (1.5, "1.5"),
+])
+def test_ext_field_numbers_are_exact_whatever_their_size(value, text):
+    """orjson reads integers past 64 bits as floats: such headers must take the exact path."""
+    import struct
+
+    header = json.dumps({"code": 11, "extFields": {"queueOffset": value, "topic": "T"}, "flag": 0,
+                         "language": "JAVA", "opaque": 9, "version": 409}).encode()
+    cmd = decode_frame(struct.pack(">i", len(header)) + header)
+    assert cmd.ext_fields == {"queueOffset": text, "topic": "T"}
+    assert (cmd.code, cmd.opaque) == (11, 9)
+
+
 def test_control_chars_in_properties_survive():
     props = "TAGS\x01a\x02KEYS\x01k\x02"
     cmd = RemotingCommand(310, {"i": props}, opaque=3)
