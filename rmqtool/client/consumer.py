@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,9 @@ RECONSUME_LATER_LOCAL_DELAY = 5.0  # s: send-back failed too, consume again loca
 SUSPEND_CURRENT_QUEUE_TIME = 1.0  # s, orderly SUSPEND_CURRENT_QUEUE_A_MOMENT
 LOCK_INTERVAL = 20.0  # s, rocketmq.client.rebalance.lockInterval
 INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+
+
+HELP_AFTER_S = 0.01  # listener calls still waiting this long after a pull get more consume threads
 
 
 class StopConsuming(Exception):
@@ -131,7 +135,6 @@ class ConsumerImpl:
         self.consumed = 0
         self.sent_back = 0
         self.rebalance_count = 0  # finished rebalance rounds (the CLI waits for the first)
-        self._listener_seconds = 0.002  # moving average of one listener call (slow until seen fast)
         if message_model == BROADCASTING:
             base = offset_store_dir or default_local_offset_dir()
             self.offset_store: OffsetStore = LocalFileOffsetStore(base / instance.client_id / group / "offsets.json")
@@ -457,14 +460,31 @@ class ConsumerImpl:
         if self.orderly:
             pq.wakeup.set()  # type: ignore[attr-defined]
             return
-        batches = [msgs[i : i + self.consume_batch] for i in range(0, len(msgs), self.consume_batch)]
-        # A thread hop per listener call costs more than a fast listener's work in Python (GIL), so a
-        # fast listener gets a pull's messages in one executor call; a slow one (I/O, --exec) gets them
-        # spread over the consume threads, as ConsumeMessageConcurrentlyService does.
-        groups = 1 if self._listener_seconds < 0.001 else min(self.consume_thread_nums, len(batches))
-        size = -(-len(batches) // groups)
-        for i in range(0, len(batches), size):
-            self._spawn(self._consume_concurrently(mq, pq, batches[i : i + size]))
+        work = deque(msgs[i : i + self.consume_batch] for i in range(0, len(msgs), self.consume_batch))
+        self._start_drainers(mq, pq, work)
+
+    def _start_drainers(self, mq: MessageQueue, pq: ProcessQueue, work: deque[list[MessageExt]]) -> None:
+        """Consume `work` (a pull's listener calls) on the consume threads.
+
+        One executor job takes the calls one after the other: in Python a thread hop per call
+        costs more than a fast listener's work (GIL). If calls are still waiting after
+        HELP_AFTER_S, the listener is slow or blocked: more jobs join, taking calls from the same
+        queue, up to `consume_thread_nums`, so one slow message holds up only its own thread, as
+        in ConsumeMessageConcurrentlyService.
+        """
+        active = [1]
+        self._spawn(self._consume_concurrently(mq, pq, work, active))
+        loop = asyncio.get_running_loop()
+
+        def help_out() -> None:
+            if not work or pq.dropped or not self.running:
+                return
+            for _ in range(min(len(work), self.consume_thread_nums - active[0])):
+                active[0] += 1
+                self._spawn(self._consume_concurrently(mq, pq, work, active))
+            loop.call_later(HELP_AFTER_S, help_out)
+
+        loop.call_later(HELP_AFTER_S, help_out)
 
     def _call_listener(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus | str:
         assert self.listener is not None
@@ -479,27 +499,33 @@ class ConsumerImpl:
             return ConsumeStatus.CONSUME_SUCCESS
         return ConsumeStatus(status)
 
-    def _call_listener_batches(self, batches: list[list[MessageExt]], ctx: ConsumeContext
-                               ) -> list[tuple[list[MessageExt], ConsumeStatus | str, int]]:
+    def _drain(self, work: deque[list[MessageExt]], ctx: ConsumeContext
+               ) -> list[tuple[list[MessageExt], ConsumeStatus | str, int]]:
+        """Listener calls taken from `work` until it is empty (consume thread)."""
         out = []
-        for msgs in batches:
+        while True:
+            try:
+                msgs = work.popleft()
+            except IndexError:
+                return out
             ctx.delay_level_when_next_consume = 0
-            t0 = time.perf_counter()
             status = self._call_listener(msgs, ctx)
-            self._listener_seconds = 0.8 * self._listener_seconds + 0.2 * (time.perf_counter() - t0)
             out.append((msgs, status, ctx.delay_level_when_next_consume))
             if status == "STOP":
-                break
-        return out
+                work.clear()  # the listener wants no more: the rest stays unconsumed (not acknowledged)
+                return out
 
-    async def _consume_concurrently(self, mq: MessageQueue, pq: ProcessQueue,
-                                    batches: list[list[MessageExt]]) -> None:
-        """`ConsumeRequest.run` + `processConsumeResult` for each listener call of the group."""
+    async def _consume_concurrently(self, mq: MessageQueue, pq: ProcessQueue, work: deque[list[MessageExt]],
+                                    active: list[int] | None = None) -> None:
+        """`ConsumeRequest.run` + `processConsumeResult` for the listener calls this job takes."""
         if pq.dropped:
             return
         loop = asyncio.get_running_loop()
-        results = await loop.run_in_executor(self.executor, self._call_listener_batches, batches,
-                                             ConsumeContext(mq))
+        try:
+            results = await loop.run_in_executor(self.executor, self._drain, work, ConsumeContext(mq))
+        finally:
+            if active is not None:
+                active[0] -= 1
         if pq.dropped:
             return
         done: list[MessageExt] = []
@@ -525,7 +551,7 @@ class ConsumerImpl:
                     retry_later.append(failed)
         for failed in retry_later:  # send-back failed too: consume again here after 5 s
             loop.call_later(RECONSUME_LATER_LOCAL_DELAY,
-                            lambda f=failed: self._spawn(self._consume_concurrently(mq, pq, [f])))
+                            lambda f=failed: self._spawn(self._consume_concurrently(mq, pq, deque([f]))))
         offset = pq.remove(done)
         if offset >= 0 and not pq.dropped:
             self.offset_store.update(mq, offset, True)

@@ -330,3 +330,45 @@ def test_notify_consumer_ids_changed_makes_the_others_rebalance_at_once(server, 
         ca.shutdown()
         if cb is not None:
             cb.shutdown()
+
+
+def test_a_blocked_listener_holds_up_only_its_own_message(server, unique):
+    """As Java's ConsumeMessageConcurrentlyService: other messages of the same pull go on while one
+    listener call blocks, and the committed offset stops at the blocked message until it returns."""
+    topic, group = unique("Tblock"), unique("gblock")
+    release = threading.Event()
+    seen: list[bytes] = []
+    lock = threading.Lock()
+
+    def listener(msgs, ctx):
+        for m in msgs:
+            if m.body == b"m0":
+                release.wait(20)
+            with lock:
+                seen.append(m.body)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = push(server, group, topic, listener)
+    with c, Producer(unique("pg"), server.namesrv) as p:
+        mq = p.fetch_publish_message_queues(topic)[0]
+        for i in range(40):  # first a run of fast calls: the consumer learns its listener is fast
+            p.send(Message(topic, f"warm{i}".encode()), queue=mq)
+        deadline = time.time() + 20
+        while time.time() < deadline and len(seen) < 40:
+            time.sleep(0.05)
+        assert len(seen) == 40
+        seen.clear()
+        p.send_batch([Message(topic, f"m{i}".encode()) for i in range(8)], queue=mq)  # one pull
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            with lock:
+                if len(seen) >= 7:
+                    break
+            time.sleep(0.05)
+        with lock:
+            assert sorted(seen) == [f"m{i}".encode() for i in range(1, 8)], seen  # all but the blocked one
+        release.set()
+        deadline = time.time() + 20
+        while time.time() < deadline and len(seen) < 8:
+            time.sleep(0.05)
+        assert sorted(seen) == [f"m{i}".encode() for i in range(8)]
