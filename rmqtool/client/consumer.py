@@ -71,6 +71,23 @@ INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 HELP_AFTER_S = 0.01  # listener calls still waiting this long after a pull get more consume threads
 
 
+class _ConsumeRound:
+    """The listener calls of one pull, shared by the consume jobs that take them, and their results."""
+
+    __slots__ = ("work", "outbox", "active")
+
+    def __init__(self, work: deque[list[MessageExt]]) -> None:
+        self.work = work
+        self.outbox: list[tuple[list[MessageExt], ConsumeStatus | str, int]] = []
+        self.active = 0  # jobs running (changed on the loop thread only)
+
+    def take(self) -> list[tuple[list[MessageExt], ConsumeStatus | str, int]]:
+        """The results so far; jobs append concurrently, and only what was copied is removed."""
+        got = self.outbox[:]
+        del self.outbox[: len(got)]
+        return got
+
+
 class StopConsuming(Exception):
     """Raised by a listener to leave its messages unconsumed and uncommitted (no retry is sent)."""
 
@@ -467,24 +484,31 @@ class ConsumerImpl:
         """Consume `work` (a pull's listener calls) on the consume threads.
 
         One executor job takes the calls one after the other: in Python a thread hop per call
-        costs more than a fast listener's work (GIL). If calls are still waiting after
-        HELP_AFTER_S, the listener is slow or blocked: more jobs join, taking calls from the same
-        queue, up to `consume_thread_nums`, so one slow message holds up only its own thread, as
-        in ConsumeMessageConcurrentlyService.
+        costs more than a fast listener's work (GIL). Results go to an outbox that the loop
+        empties when the job ends and every HELP_AFTER_S while it runs, so what is consumed is
+        acknowledged (and its offset can be committed) even while a later call blocks. Calls
+        still waiting after HELP_AFTER_S mean a slow or blocked listener: more jobs join, taking
+        calls from the same queue, up to `consume_thread_nums`, so one slow message holds up only
+        its own thread, as in ConsumeMessageConcurrentlyService.
         """
-        active = [1]
-        self._spawn(self._consume_concurrently(mq, pq, work, active))
+        rnd = _ConsumeRound(work)
+        rnd.active = 1
+        self._spawn(self._consume_concurrently(mq, pq, rnd))
         loop = asyncio.get_running_loop()
 
-        def help_out() -> None:
-            if not work or pq.dropped or not self.running:
+        def tick() -> None:
+            if pq.dropped or not self.running:
                 return
-            for _ in range(min(len(work), self.consume_thread_nums - active[0])):
-                active[0] += 1
-                self._spawn(self._consume_concurrently(mq, pq, work, active))
-            loop.call_later(HELP_AFTER_S, help_out)
+            if rnd.outbox:
+                self._spawn(self._process_results(mq, pq, rnd.take()))
+            if rnd.work:
+                for _ in range(min(len(rnd.work), self.consume_thread_nums - rnd.active)):
+                    rnd.active += 1
+                    self._spawn(self._consume_concurrently(mq, pq, rnd))
+            if rnd.active > 0:
+                loop.call_later(HELP_AFTER_S, tick)
 
-        loop.call_later(HELP_AFTER_S, help_out)
+        loop.call_later(HELP_AFTER_S, tick)
 
     def _call_listener(self, msgs: list[MessageExt], ctx: ConsumeContext) -> ConsumeStatus | str:
         assert self.listener is not None
@@ -499,35 +523,39 @@ class ConsumerImpl:
             return ConsumeStatus.CONSUME_SUCCESS
         return ConsumeStatus(status)
 
-    def _drain(self, work: deque[list[MessageExt]], ctx: ConsumeContext
-               ) -> list[tuple[list[MessageExt], ConsumeStatus | str, int]]:
-        """Listener calls taken from `work` until it is empty (consume thread)."""
-        out = []
+    def _drain(self, rnd: _ConsumeRound, ctx: ConsumeContext) -> None:
+        """Listener calls taken from the round's work until it is empty (consume thread)."""
+        work, outbox = rnd.work, rnd.outbox
         while True:
             try:
                 msgs = work.popleft()
             except IndexError:
-                return out
+                return
             ctx.delay_level_when_next_consume = 0
             status = self._call_listener(msgs, ctx)
-            out.append((msgs, status, ctx.delay_level_when_next_consume))
+            outbox.append((msgs, status, ctx.delay_level_when_next_consume))
             if status == "STOP":
                 work.clear()  # the listener wants no more: the rest stays unconsumed (not acknowledged)
-                return out
+                return
 
-    async def _consume_concurrently(self, mq: MessageQueue, pq: ProcessQueue, work: deque[list[MessageExt]],
-                                    active: list[int] | None = None) -> None:
-        """`ConsumeRequest.run` + `processConsumeResult` for the listener calls this job takes."""
+    async def _consume_concurrently(self, mq: MessageQueue, pq: ProcessQueue, rnd: _ConsumeRound) -> None:
+        """`ConsumeRequest.run` for the listener calls this job takes, then their results."""
         if pq.dropped:
+            rnd.active -= 1
             return
         loop = asyncio.get_running_loop()
         try:
-            results = await loop.run_in_executor(self.executor, self._drain, work, ConsumeContext(mq))
+            await loop.run_in_executor(self.executor, self._drain, rnd, ConsumeContext(mq))
         finally:
-            if active is not None:
-                active[0] -= 1
-        if pq.dropped:
+            rnd.active -= 1
+        await self._process_results(mq, pq, rnd.take())
+
+    async def _process_results(self, mq: MessageQueue, pq: ProcessQueue,
+                               results: list[tuple[list[MessageExt], ConsumeStatus | str, int]]) -> None:
+        """`processConsumeResult`: acknowledge, send failures back, move the committable offset."""
+        if pq.dropped or not results:
             return
+        loop = asyncio.get_running_loop()
         done: list[MessageExt] = []
         retry_later: list[list[MessageExt]] = []
         for msgs, status, delay_level in results:
@@ -551,7 +579,7 @@ class ConsumerImpl:
                     retry_later.append(failed)
         for failed in retry_later:  # send-back failed too: consume again here after 5 s
             loop.call_later(RECONSUME_LATER_LOCAL_DELAY,
-                            lambda f=failed: self._spawn(self._consume_concurrently(mq, pq, deque([f]))))
+                            lambda f=failed: self._start_drainers(mq, pq, deque([f])))
         offset = pq.remove(done)
         if offset >= 0 and not pq.dropped:
             self.offset_store.update(mq, offset, True)

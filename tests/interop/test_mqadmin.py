@@ -152,9 +152,8 @@ def run_scenario(broker, home: Path) -> Scenario:
                     r = producer.send(Message(sc.topic, f"body-{q}-{i}", tags=t,
                                               keys=[sc.key, f"{sc.key}-{q}-{i}"]), queue=mq)
                     sc.sent.setdefault(q, []).append((t, r.msg_id))
-            # pull_batch_size=1: a fast listener gets a whole pull in one call, which the held message would block
             consumer = PushConsumer(sc.group, broker.namesrv, consume_from_where=CONSUME_FROM_FIRST_OFFSET,
-                                    pull_batch_size=1, config=fast).subscribe(sc.topic, "*").register_listener(listener)
+                                    config=fast).subscribe(sc.topic, "*").register_listener(listener)
             consumer.start()
             try:
                 def offsets() -> list[int]:
