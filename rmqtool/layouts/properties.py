@@ -83,8 +83,11 @@ def decode_properties(text: str) -> dict[str, str]:
 _ORDER_CACHE: dict[tuple[tuple[str, ...], int], tuple[str, ...]] = {}
 
 
-def broker_order(props: dict[str, str], initial_capacity: int = 128) -> dict[str, str]:
+def broker_order(props: dict[str, str], initial_capacity: int = 128, *, owned: bool = False) -> dict[str, str]:
     """The map re-ordered as a 5.1.0+ broker stores it (`new HashMap<>(128)` in insertion order).
+
+    A new dict, or with `owned=True` (the caller's own copy) `props` itself when its order is
+    already the broker's.
 
     The order depends only on the key sequence, which most messages share (a broker applies
     this to every message it stores), so it is memoised on it.
@@ -96,5 +99,5 @@ def broker_order(props: dict[str, str], initial_capacity: int = 128) -> dict[str
             _ORDER_CACHE.clear()
         order = _ORDER_CACHE[key] = tuple(hashmap_order(list(key[0]), initial_capacity))
     if order == key[0]:
-        return dict(props)  # already in HashMap order
+        return props if owned else dict(props)  # already in HashMap order
     return {k: props[k] for k in order}

@@ -34,7 +34,14 @@ from rmqtool.layouts.net import Host
 from rmqtool.store.offsets import ConsumerOffsetManager
 from rmqtool.store.subscriptions import SubscriptionGroupManager
 from rmqtool.store.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
-from rmqtool.validators import check_group, check_message, check_topic
+from rmqtool.validators import (
+    check_body,
+    check_group,
+    check_message,
+    check_properties,
+    check_send_topic,
+    check_topic,
+)
 
 _CQ_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue filler unit (fillPreBlank)
 DLQ_NUMS_PER_GROUP = 1
@@ -271,7 +278,7 @@ class LocalBroker:
         if not props.get(P.UNIQ_KEY):
             props[P.UNIQ_KEY] = self.uniq_keys.create(self.clock())
         props[P.CLUSTER] = self.config.broker_cluster_name
-        msg.properties = P.broker_order(props)
+        msg.properties = P.broker_order(props, owned=True)
         if not msg.born_timestamp:
             msg.born_timestamp = self.clock()
         msg.store_host = self.store_host
@@ -323,14 +330,51 @@ class LocalBroker:
     def send_batch(self, msgs: list[MessageExt], *, checked: bool = False) -> list[Any]:
         """A batch send: checked as a whole first, then one `put_messages` (one lock, one flush).
 
-        `checked=True` skips `check` for messages the caller already passed through it.
+        `checked=True` skips `check` for messages the caller already passed through it. Each
+        message gets what `check` + `_writable_topic` + `_prepare` give it one by one; what
+        depends only on the topic is worked out once per topic of the batch.
         """
         self._check_writable()
         if not checked:
-            for m in msgs:
-                self.check(m)
-        prepared = [self._prepare(m, self._writable_topic(m.topic)) for m in msgs]
+            self._check_batch(msgs)
+        prepared = []
+        tcs: dict[str, TopicConfig] = {}
+        prepare = self._prepare
+        for m in msgs:
+            topic = m.topic
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                # may create a %DLQ% topic: the one-by-one path, and nothing cached survives it
+                prepared.append(prepare(m, self._writable_topic(topic)))
+                tcs.clear()
+                continue
+            tc = tcs.get(topic)
+            if tc is None:
+                tc = tcs[topic] = self._writable_topic(topic)
+            prepared.append(prepare(m, tc))
         return list(self.store.put_messages(prepared))
+
+    def _check_batch(self, msgs: list[MessageExt]) -> None:
+        """`check` of every message in order (same errors), the topic's part once per topic."""
+        max_size = self.config.max_message_size
+        topics: dict[str, tuple[int, bool]] = {}
+        for m in msgs:
+            topic = m.topic
+            got = topics.get(topic)
+            if got is None:
+                check_send_topic(topic)
+            check_body(m.body, max_size)
+            check_properties(m.properties or {})
+            if got is None:
+                tc = self.topics.select(topic)
+                queue_nums = max(tc.write_queue_nums, tc.read_queue_nums) if tc else self.write_queue_nums(topic)
+                refused = tc is None and not self.topics.auto_create_topic_enable and not topic.startswith(
+                    RETRY_GROUP_TOPIC_PREFIX)
+                got = topics[topic] = (queue_nums, refused)
+            if m.queue_id >= got[0]:
+                raise InvalidMessage(f"request queueId[{m.queue_id}] is illegal, topic {topic} has "
+                                     f"{got[0]} queues")
+            if got[1]:
+                raise InvalidTopic(f"topic[{topic}] not exist, apply first please! (autoCreateTopicEnable is off)")
 
     def _check_writable(self) -> None:
         if self.read_only:

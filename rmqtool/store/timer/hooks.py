@@ -23,6 +23,7 @@ from rmqtool.store.schedule import (
 
 TIMER_REQUEST_KEYS = (P.TIMER_DELIVER_MS, P.TIMER_DELAY_SEC, P.TIMER_DELAY_MS)
 ALLOWED_PRECISIONS = (100, 200, 500, 1000)
+_SCHEDULE_KEYS = frozenset((P.DELAY, *TIMER_REQUEST_KEYS))
 
 
 def snap_precision(precision_ms: int) -> int:
@@ -97,6 +98,8 @@ def make_schedule_hook(config: object, clock: Callable[[], int], max_delay_level
     wheel_enabled = bool(getattr(config, "timer_wheel_enable", True))
 
     def handle_schedule_message(msg: MessageExt) -> MessageExt:
+        if msg.properties.keys().isdisjoint(_SCHEDULE_KEYS):
+            return msg  # neither DELAY nor a timer request: nothing below would change it
         if is_delivering() or not is_schedulable(msg):
             return msg
         if msg.topic != TIMER_TOPIC and check_if_timer_message(msg):
