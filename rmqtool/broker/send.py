@@ -168,13 +168,12 @@ class SendProcessor:
         extra = list(batch_props.items())
         peer, sys_flag, born, reconsume = conn.peer, h.sysFlag, h.bornTimestamp, h.reconsumeTimes or 0
         msgs = []
+        append = msgs.append
         for flag, body, text in decode_batch_body(cmd.body):
             props = decode(text)
             for k, v in extra:  # the batch's own properties fill in what an inner message lacks
-                if k not in props:
-                    props[k] = v
-            msgs.append(MessageExt(topic, body, queue_id, flag, props, sys_flag, born, peer,
-                                   reconsume_times=reconsume))
+                props.setdefault(k, v)
+            append(MessageExt(topic, body, queue_id, flag, props, sys_flag, born, peer, reconsume_times=reconsume))
 
         def done(results: list[Any]) -> RemotingCommand:
             self.stats["put"] += len(msgs)

@@ -140,3 +140,29 @@ def test_batch_java_hashes_match_hash_code(texts, prefix):
 def test_properties_fast_join_matches_per_entry_format(props):
     expected = "".join(f"{k}\x01{v}\x02" for k, v in props.items() if v is not None)
     assert encode_properties(props) == expected
+
+
+def _decode_properties_one_by_one(text: str) -> dict[str, str]:
+    """`string2messageProperties` segment by segment (the reference for the dict() fast path)."""
+    out: dict[str, str] = {}
+    for seg in text.split("\x02") if text else ():
+        i = seg.find("\x01")
+        if len(seg) >= 3 and 0 < i < len(seg) - 1:
+            out[seg[:i]] = seg[i + 1 :]
+    return out
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet="ab\x01\x02", max_size=24))
+def test_decode_properties_drops_and_repeats_as_java(text):
+    got = decode_properties(text)
+    want = _decode_properties_one_by_one(text)
+    assert got == want and list(got) == list(want)
+
+
+@given(hosts, i64)
+def test_offset_msg_id_hex(host, offset):
+    from rmqtool.layouts.msgid import create_offset_msg_id
+    from rmqtool.layouts.net import pack_host
+
+    assert create_offset_msg_id(host, offset) == (pack_host(host) + offset.to_bytes(8, "big", signed=True)).hex().upper()

@@ -695,7 +695,8 @@ class TimerMessageStore:
 
     def wakeup(self, *_: object) -> None:
         """Dispatch listener: something was put; let the service thread look now."""
-        self._wake.set()
+        if not self._wake.is_set():  # set() takes the Event's lock even when already set
+            self._wake.set()
 
     def start(self) -> None:
         if self._thread is not None or self.read_only:
