@@ -17,6 +17,7 @@ from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.layouts.message import MessageExt
+from rmqtool.layouts.msgid import host_hex
 from rmqtool.remoting.codes import ResponseCode
 from rmqtool.remoting.command import RESPONSE_FLAG, RemotingCommand
 from rmqtool.remoting.headers import (
@@ -182,7 +183,12 @@ class SendProcessor:
             for r in results:
                 if status_name(r.status) != "PUT_OK":
                     return self._send_response(cmd, r, queue_id)
-            ids = ",".join([r.offset_msg_id for r in results])
+            host = results[0].msg.store_host
+            if all(r.msg.store_host == host and r.wrote_offset >= 0 for r in results):
+                prefix = host_hex(host)  # create_offset_msg_id with the host's hex once
+                ids = ",".join([f"{prefix}{r.wrote_offset:016X}" for r in results])
+            else:
+                ids = ",".join([r.offset_msg_id for r in results])
             return self._send_ok(cmd, ResponseCode.SUCCESS, ids, queue_id, results[0].queue_offset)
 
         return self.call_store(self.local.send_batch, (msgs,), done)

@@ -24,12 +24,13 @@ from rmqtool.layouts.net import Host, pack_host
 def create_offset_msg_id(store_host: Host, commit_log_offset: int) -> str:
     """`MessageDecoder.createMessageId`: hex of store IP, int32 port, int64 offset."""
     if 0 <= commit_log_offset <= 0x7FFFFFFFFFFFFFFF:  # every send answer: the host's hex is cached
-        return _host_hex(store_host) + format(commit_log_offset, "016X")
+        return host_hex(store_host) + format(commit_log_offset, "016X")
     return (pack_host(store_host) + struct.pack(">q", commit_log_offset)).hex().upper()
 
 
 @lru_cache(maxsize=256)
-def _host_hex(host: Host) -> str:
+def host_hex(host: Host) -> str:
+    """The store host part of an offset msgId."""
     return pack_host(host).hex().upper()
 
 

@@ -7,8 +7,6 @@ first \\x01, drop segments with an empty key or value.
 
 from __future__ import annotations
 
-from operator import methodcaller
-
 from rmqtool.layouts.constants import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rmqtool.layouts.javahash import hashmap_order
 
@@ -70,20 +68,10 @@ def encode_properties(props: dict[str, str]) -> str:
 
 def decode_properties(text: str) -> dict[str, str]:
     """`string2messageProperties`, including its silent drops."""
+    out: dict[str, str] = {}
     if not text:
-        return {}
-    segs = text.split(PROPERTY_SEPARATOR)
-    if not segs[-1]:
-        segs.pop()  # the trailing separator
-    try:  # the usual text: distinct names, every segment name \x01 value, both non-empty
-        out = dict(map(_split_name_value, segs))
-    except ValueError:  # a segment without \x01
-        pass
-    else:
-        if len(out) == len(segs) and "" not in out and "" not in out.values():
-            return out  # (no repeated name, so no dropped segment hides behind a later one)
-    out = {}
-    for seg in segs:
+        return out
+    for seg in text.split(PROPERTY_SEPARATOR):
         if len(seg) < 3:
             continue
         i = seg.find(NAME_VALUE_SEPARATOR)
@@ -92,7 +80,6 @@ def decode_properties(text: str) -> dict[str, str]:
     return out
 
 
-_split_name_value = methodcaller("split", NAME_VALUE_SEPARATOR, 1)
 _ORDER_CACHE: dict[tuple[tuple[str, ...], int], tuple[str, ...]] = {}
 
 

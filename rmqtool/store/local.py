@@ -43,6 +43,7 @@ from rmqtool.validators import (
     check_topic,
 )
 
+UNIQ_KEY, CLUSTER = P.UNIQ_KEY, P.CLUSTER
 _CQ_BLANK_SIZE = 0x7FFFFFFF  # ConsumeQueue filler unit (fillPreBlank)
 DLQ_NUMS_PER_GROUP = 1
 SUB_ALL = "*"
@@ -338,19 +339,38 @@ class LocalBroker:
         if not checked:
             self._check_batch(msgs)
         prepared = []
-        tcs: dict[str, TopicConfig] = {}
-        prepare = self._prepare
+        tcs: dict[str, tuple[int, int]] = {}
+        cluster = self.config.broker_cluster_name
+        store_host = self.store_host
+        clock = self.clock
+        randrange = self._random.randrange
+        broker_order = P.broker_order
         for m in msgs:
             topic = m.topic
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 # may create a %DLQ% topic: the one-by-one path, and nothing cached survives it
-                prepared.append(prepare(m, self._writable_topic(topic)))
+                prepared.append(self._prepare(m, self._writable_topic(topic)))
                 tcs.clear()
                 continue
-            tc = tcs.get(topic)
-            if tc is None:
-                tc = tcs[topic] = self._writable_topic(topic)
-            prepared.append(prepare(m, tc))
+            nums = tcs.get(topic)
+            if nums is None:
+                tc = self._writable_topic(topic)
+                nums = tcs[topic] = (tc.write_queue_nums, max(tc.write_queue_nums, tc.read_queue_nums))
+            # `_prepare` for a topic that is not a retry topic
+            if m.queue_id < 0:
+                m.queue_id = randrange(max(1, nums[0]))
+            elif m.queue_id >= nums[1]:
+                raise InvalidMessage(f"request queueId[{m.queue_id}] is illegal, topic {topic} has "
+                                     f"{nums[1]} queues")
+            props = dict(m.properties)
+            if not props.get(UNIQ_KEY):
+                props[UNIQ_KEY] = self.uniq_keys.create(clock())
+            props[CLUSTER] = cluster
+            m.properties = broker_order(props, owned=True)
+            if not m.born_timestamp:
+                m.born_timestamp = clock()
+            m.store_host = store_host
+            prepared.append(m)
         return list(self.store.put_messages(prepared))
 
     def _check_batch(self, msgs: list[MessageExt]) -> None:
