@@ -56,6 +56,14 @@ def index_key_hashes(suffixes: list[str], prefix: str) -> list[int]:
 IndexRecord = tuple[str, int, int, "str | None", "str | None"]
 
 
+def _time_diff(begin_timestamp: int, store_timestamp: int) -> int:
+    """`IndexFile.putKey`'s timeDiff: whole seconds since the file's first key, in [0, Integer.MAX]."""
+    if begin_timestamp <= 0:
+        return 0
+    diff = int((store_timestamp - begin_timestamp) / 1000)
+    return 0 if diff < 0 else (_I32_MAX if diff > _I32_MAX else diff)
+
+
 def index_file_name(ms: int) -> str:
     """`UtilAll.timeMillisToHumanString`: yyyyMMddHHmmssSSS in the local time zone."""
     t = datetime.datetime.fromtimestamp(ms / 1000)
@@ -126,11 +134,7 @@ class IndexFile:
             slot_value = 0
             self.hash_slot_count += 1
         begin = self.begin_timestamp
-        if begin <= 0:
-            time_diff = 0
-        else:
-            time_diff = int((store_timestamp - begin) / 1000)
-            time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+        time_diff = _time_diff(begin, store_timestamp)
         _pack_entry(mm, self.entries_base + count * INDEX_ENTRY_SIZE, key_hash, phy_offset, time_diff, slot_value)
         _pack_i32(mm, slot_pos, count)
         if count <= 1:
@@ -157,11 +161,7 @@ class IndexFile:
         slots = self.hash_slot_num
         base = self.entries_base
         begin = self.begin_timestamp
-        if begin <= 0:
-            time_diff = 0
-        else:
-            time_diff = int((store_timestamp - begin) / 1000)
-            time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+        time_diff = _time_diff(begin, store_timestamp)
         done = 0
         for i, key in enumerate(keys):
             if count >= limit:
@@ -367,11 +367,7 @@ class IndexService:
                 k += n  # already indexed (re-dispatch), or nothing to index
                 continue
             begin = f.begin_timestamp
-            if begin <= 0:
-                time_diff = 0
-            else:
-                time_diff = int((ts - begin) / 1000)
-                time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+            time_diff = _time_diff(begin, ts)
             for key_hash, slot_pos in zip(hashes[k : k + n], slot_positions[k : k + n], strict=True):
                 if count >= limit:  # full in the middle of a record: the rest go to a new file
                     f.index_count, f.hash_slot_count = count, slot_count
@@ -382,11 +378,7 @@ class IndexService:
                     mm, count, limit, base = f.mm, f.index_count, f.index_num, f.entries_base
                     slot_count = f.hash_slot_count
                     begin = f.begin_timestamp
-                    if begin <= 0:
-                        time_diff = 0
-                    else:
-                        time_diff = int((ts - begin) / 1000)
-                        time_diff = 0 if time_diff < 0 else (_I32_MAX if time_diff > _I32_MAX else time_diff)
+                    time_diff = _time_diff(begin, ts)
                 slot_value = unpack_i32(mm, slot_pos)[0]
                 if slot_value <= 0 or slot_value > count:
                     slot_value = 0
