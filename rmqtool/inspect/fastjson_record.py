@@ -124,16 +124,7 @@ def fast_message_fields(buf, pos: int, end: int, body_hex: bool = False,
     }
     if where is None:
         del d["file"], d["path"], d["pos"]
-    try:
-        d["body"] = body.decode("utf-8")
-    except UnicodeDecodeError:
-        d["bodyBase64"] = base64.b64encode(body).decode("ascii")
-    if body_hex:
-        d["bodyHex"] = body.hex()
-    body_crc = zlib.crc32(body) & 0x7FFFFFFF
-    if body_crc != crc:
-        d["problem"] = "crc-mismatch"
-        d["detail"] = f"bodyCRC {crc} but the body's CRC is {body_crc}"
+    _add_body(d, body, crc, body_hex)
     return total, d
 
 
@@ -187,13 +178,19 @@ def _general_fields(buf, pos: int, end: int, body_hex: bool = False,
         "flag": flag, "bodyCRC": crc, "totalSize": total, "properties": props, "physicalOffset": phys,
         "magicCode": magic, "preparedTransactionOffset": prepared, "bodyLength": body_len,
     })
+    _add_body(d, body, crc, body_hex)
+    return total, d
+
+
+def _add_body(d: dict[str, Any], body: bytes, crc: int, body_hex: bool) -> None:
+    """`body` (or `bodyBase64`), `bodyHex` on request, and the CRC verdict, in output order."""
     try:
         d["body"] = body.decode("utf-8")
     except UnicodeDecodeError:
         d["bodyBase64"] = base64.b64encode(body).decode("ascii")
     if body_hex:
         d["bodyHex"] = body.hex()
-    if zlib.crc32(body) & 0x7FFFFFFF != crc:
+    body_crc = zlib.crc32(body) & 0x7FFFFFFF
+    if body_crc != crc:
         d["problem"] = "crc-mismatch"
-        d["detail"] = f"bodyCRC {crc} but the body's CRC is {zlib.crc32(body) & 0x7FFFFFFF}"
-    return total, d
+        d["detail"] = f"bodyCRC {crc} but the body's CRC is {body_crc}"
