@@ -41,6 +41,25 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_broker_port() -> int:
+    """A free port P whose neighbours are free too: a Java broker also binds P - 2 (its "fast"
+    remoting port) and P + 1 (HA); a random port alone collided with other tests' servers."""
+    for _ in range(50):
+        p = free_port()
+        if p - 2 > 1024 and _is_free(p - 2) and _is_free(p + 1):
+            return p
+    return free_port()
+
+
 class Server:
     kind = "?"
     namesrv = ""
@@ -125,7 +144,21 @@ class ApacheServer(Server):
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
         self.cp = classpath
-        self.ns_port, self.broker_port = free_port(), free_port()
+        self.procs: list[subprocess.Popen] = []
+        self.broker_proc: subprocess.Popen | None = None
+        for attempt in range(3):  # a port taken between choosing and binding: new ports, once more
+            self._configure(root)
+            try:
+                self._start()
+                return
+            except RuntimeError:
+                self.stop()  # never leave a half-started name server or broker behind
+                self.procs = []
+                if attempt == 2:
+                    raise
+
+    def _configure(self, root: Path) -> None:
+        self.ns_port, self.broker_port = free_port(), free_broker_port()
         self.namesrv = f"127.0.0.1:{self.ns_port}"
         self.broker = f"127.0.0.1:{self.broker_port}"
         (root / "namesrv.conf").write_text(f"listenPort={self.ns_port}\n")
@@ -136,9 +169,6 @@ class ApacheServer(Server):
             f"autoCreateSubscriptionGroup=true\nenablePropertyFilter=true\nmappedFileSizeCommitLog=67108864\n"
             f"mappedFileSizeConsumeQueue=600000\ntransactionCheckInterval=1000\ntransactionTimeOut=4000\n"
             f"brokerRole=ASYNC_MASTER\nflushDiskType=ASYNC_FLUSH\ndiskMaxUsedSpaceRatio=99\n")
-        self.procs: list[subprocess.Popen] = []
-        self.broker_proc: subprocess.Popen | None = None
-        self._start()
 
     def _java(self, main: str, *args: str, log: str) -> subprocess.Popen:
         e = env()
