@@ -117,46 +117,10 @@ class CommitLog:
         self.mfq.load()
 
     # -- write ------------------------------------------------------------------------------------
-    def append_locked(self, msg: MessageExt, buf: bytearray, now_ms: int) -> int:
-        """Append one encoded record (caller holds `put_lock`); fills msg's offsets and time.
-
-        `buf` is the record from `encode_record`; its QUEUEOFFSET, PHYSICALOFFSET and
-        STORETIMESTAMP are patched in place (as `DefaultAppendMessageCallback.doAppend` does).
-        A record that would leave fewer than 8 spare bytes in the file goes to the next file
-        after an end-of-file blank. Returns the physical offset.
-        """
-        n = len(buf)
-        mfq = self.mfq
-        mf = mfq.files[-1] if mfq.files else None
-        if mf is None or mf.wrote_position >= self.file_size:
-            mf = mfq.new_file(0)
-        if n + END_FILE_MIN_BLANK_LENGTH > self.file_size - mf.wrote_position:
-            self._write_blank(mf)
-            mf = mfq.new_file(0)
-        tran = msg.sys_flag & TRANSACTION_TYPE_MASK
-        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-            key = (msg.topic, msg.queue_id)
-            table = self.topic_queue_table
-            queue_offset = table.get(key, 0)
-            table[key] = queue_offset + 1
-        else:
-            queue_offset = 0  # PREPARED / ROLLBACK records take no queue offset
-        pos = mf.wrote_position
-        phys = mf.from_offset + pos
-        _pack_q(buf, 20, queue_offset)
-        _pack_q(buf, 28, phys)
-        _pack_q(buf, 56 if not msg.sys_flag & BORNHOST_V6_FLAG else 68, now_ms)
-        mf.mm[pos : pos + n] = buf
-        mf.wrote_position = pos + n
-        msg.queue_offset = queue_offset
-        msg.commit_log_offset = phys
-        msg.store_timestamp = now_ms
-        self.last_store_timestamp = now_ms
-        return phys
-
     def append_batch_locked(self, msgs: list[MessageExt], parts: list[bytearray | bytes], now_ms: int) -> None:
-        """`append_locked` for every message in order (caller holds `put_lock`), copying runs of
-        records into the mapped file with one slice assignment each.
+        """Append encoded records in order (caller holds `put_lock`), as
+        `DefaultAppendMessageCallback.doAppend` does each, copying runs of records into the
+        mapped file with one slice assignment each.
 
         `parts` holds `encode_record_parts(msg)` of each message, 4 pieces per record, the first
         a bytearray: its QUEUEOFFSET, PHYSICALOFFSET and STORETIMESTAMP are patched in place.

@@ -143,12 +143,10 @@ class Dispatcher:
         if len(msgs) == 1 and requests is None:  # a single put: the per-record path, no batch bookkeeping
             msg = msgs[0]
             props = msg.properties
-            tags = props.get(P.TAGS)
             topic = msg.topic
             tran = msg.sys_flag & TRANSACTION_TYPE_MASK
             if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-                tags_code = ((java_string_hash(tags) if tags else 0) if topic != SCHEDULE_TOPIC
-                             else tags_code_of(topic, props, store_timestamp, delay_levels_ms))
+                tags_code = tags_code_of(topic, props, store_timestamp, delay_levels_ms)
                 self.cqs.find_or_create(topic, msg.queue_id).put(msg.commit_log_offset, msg.total_size, tags_code,
                                                                  msg.queue_offset)
                 self.last_cq_store_timestamp = store_timestamp
@@ -163,9 +161,7 @@ class Dispatcher:
         for msg in msgs:
             props = msg.properties
             topic = msg.topic
-            tags = props.get(P.TAGS)
-            tags_code = ((java_string_hash(tags) if tags else 0) if topic != SCHEDULE_TOPIC
-                         else tags_code_of(topic, props, store_timestamp, delay_levels_ms))
+            tags_code = tags_code_of(topic, props, store_timestamp, delay_levels_ms)
             sys_flag = msg.sys_flag
             tran = sys_flag & TRANSACTION_TYPE_MASK
             if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:

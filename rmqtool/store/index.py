@@ -13,36 +13,23 @@ import os
 import re
 import struct
 from collections.abc import Iterable
-from operator import mul
 from pathlib import Path
 
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
-from rmqtool.layouts.javahash import java_string_hash, java_string_hashes
+from rmqtool.layouts.javahash import java_string_hashes
 
 _NAME = re.compile(r"^\d{17}$")
 _I32 = struct.Struct(">i")
 _pack_i32 = _I32.pack_into
 _pack_entry = INDEX_ENTRY.pack_into
 _I32_MAX = 0x7FFFFFFF
-_POWS = {n: tuple(pow(31, n - 1 - i, 1 << 32) for i in range(n)) for n in range(513)}
 
 
 def index_key_hash(key: str) -> int:
-    """`IndexFile.indexKeyHashMethod`: abs(String.hashCode()), 0 for Integer.MIN_VALUE.
-
-    The hash of an ASCII key is a dot product with powers of 31, evaluated in C by `map`;
-    other keys (or very long ones) use the reference implementation.
-    """
-    if len(key) <= 512 and key.isascii():
-        h = sum(map(mul, key.encode("ascii"), _POWS[len(key)])) & 0xFFFFFFFF
-        h = h - 0x100000000 if h & 0x80000000 else h
-    else:
-        h = java_string_hash(key)
-    if h == -0x80000000:
-        return 0
-    return -h if h < 0 else h
+    """`IndexFile.indexKeyHashMethod`: abs(String.hashCode()), 0 for Integer.MIN_VALUE."""
+    return index_key_hashes([key], "")[0]
 
 
 def index_key_hashes(suffixes: list[str], prefix: str) -> list[int]:
@@ -54,6 +41,17 @@ def index_key_hashes(suffixes: list[str], prefix: str) -> list[int]:
 # One record's index work for `IndexService.build_index_batch`:
 # (topic, commitLogOffset, storeTimestamp, UNIQ_KEY, KEYS)
 IndexRecord = tuple[str, int, int, "str | None", "str | None"]
+
+
+def record_keys(uniq_key: str | None, key_text: str | None) -> list[str]:
+    """The index keys of one record without their `topic#` prefix: UNIQ_KEY, then each KEYS item."""
+    keys = [uniq_key] if uniq_key else []
+    if key_text:
+        if " " in key_text:
+            keys += [k for k in key_text.split(" ") if k]
+        else:
+            keys.append(key_text)
+    return keys
 
 
 def _time_diff(begin_timestamp: int, store_timestamp: int) -> int:
@@ -295,12 +293,7 @@ class IndexService:
             f = self._last_writable(now_ms)
         if phy_offset < f.end_phy_offset:
             return  # already indexed (re-dispatch)
-        keys = [uniq_key] if uniq_key else []  # without the `topic#` prefix, hashed once for all
-        if key_text:
-            if " " in key_text:
-                keys += [k for k in key_text.split(" ") if k]
-            else:
-                keys.append(key_text)
+        keys = record_keys(uniq_key, key_text)  # the `topic#` prefix is hashed once for all
         hashes = index_key_hashes(keys, topic + "#")
         while keys:
             done = f.put_keys(keys, phy_offset, store_timestamp, hashes)
@@ -324,15 +317,9 @@ class IndexService:
         first_topic = records[0][0]
         one_topic = True
         for topic, _phy, _ts, uniq_key, key_text in records:
-            n = len(suffixes)
-            if uniq_key:
-                suffixes.append(uniq_key)
-            if key_text:
-                if " " in key_text:
-                    suffixes.extend(k for k in key_text.split(" ") if k)
-                else:
-                    suffixes.append(key_text)
-            counts.append(len(suffixes) - n)
+            keys = record_keys(uniq_key, key_text)
+            suffixes += keys
+            counts.append(len(keys))
             if topic != first_topic:
                 one_topic = False
         if one_topic:

@@ -45,11 +45,6 @@ def delay_level_table(text: str = DEFAULT_MESSAGE_DELAY_LEVEL) -> dict[int, int]
     return {i + 1: ms for i, ms in enumerate(parse_delay_levels(text))}
 
 
-def broker_order_cached(props: dict[str, str]) -> dict[str, str]:
-    """`properties.broker_order` (memoised there on the key sequence)."""
-    return P.broker_order(props)
-
-
 def delay_level_to_queue_id(level: int) -> int:
     return level - 1
 
@@ -76,7 +71,7 @@ def transform_delay_level_message(msg: MessageExt, max_delay_level: int) -> Mess
         msg.properties[P.DELAY] = str(max_delay_level)
     msg.properties[P.REAL_TOPIC] = msg.topic
     msg.properties[P.REAL_QID] = str(msg.queue_id)
-    msg.properties = broker_order_cached(msg.properties)
+    msg.properties = P.broker_order(msg.properties)
     msg.topic = SCHEDULE_TOPIC
     msg.queue_id = delay_level_to_queue_id(int(msg.properties[P.DELAY]))
     return msg
@@ -96,7 +91,7 @@ def message_time_up(msg: MessageExt) -> MessageExt:
     and the put path, which looks at the map, then sees no DELAY. Our put hook gets the same
     effect from `delivering()`.
     """
-    props = broker_order_cached(msg.properties)
+    props = P.broker_order(msg.properties)
     return MessageExt(
         topic=props[P.REAL_TOPIC], queue_id=int(props[P.REAL_QID]), body=msg.body, flag=msg.flag,
         properties=props, sys_flag=msg.sys_flag, born_timestamp=msg.born_timestamp, born_host=msg.born_host,

@@ -14,7 +14,6 @@ from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import TIMER_TOPIC
 from rmqtool.layouts.message import MessageExt
 from rmqtool.store.schedule import (
-    broker_order_cached,
     delay_level_of,
     is_delivering,
     is_schedulable,
@@ -82,7 +81,7 @@ def transform_timer_message(msg: MessageExt, now_ms: int, precision_ms: int, max
         msg.properties[P.TIMER_OUT_MS] = str(deliver_ms)
         msg.properties[P.REAL_TOPIC] = msg.topic
         msg.properties[P.REAL_QID] = str(msg.queue_id)
-        msg.properties = broker_order_cached(msg.properties)
+        msg.properties = P.broker_order(msg.properties)
         msg.topic = TIMER_TOPIC
         msg.queue_id = 0
     elif P.TIMER_DEL_UNIQKEY in msg.properties:

@@ -42,7 +42,6 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.timer import TIMERLOG_UNIT
-from rmqtool.store.schedule import broker_order_cached
 from rmqtool.store.timer.hooks import snap_precision
 from rmqtool.store.timer.timercheck import TimerCheckpoint
 from rmqtool.store.timer.timerlog import TimerLog, TimerLogUnitValue, pack_unit
@@ -580,7 +579,7 @@ class TimerMessageStore:
         if need_roll:
             props[P.TIMER_ROLL_TIMES] = str(int(props[P.TIMER_ROLL_TIMES]) + 1) if P.TIMER_ROLL_TIMES in props else "1"
         props[P.TIMER_DEQUEUE_MS] = str(now_ms)
-        props = broker_order_cached(props)
+        props = P.broker_order(props)
         if need_roll:
             topic, queue_id = msg.topic, msg.queue_id
         else:
