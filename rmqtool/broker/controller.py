@@ -25,7 +25,7 @@ from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.pull import PullProcessor
-from rmqtool.broker.registration import NameServerRegistrar
+from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
 from rmqtool.broker.send import SendProcessor
 from rmqtool.broker.transaction import TransactionProcessor
 from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic, StoreError
@@ -58,7 +58,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
     """One broker (id 0, master) over a LocalBroker, answering remoting requests."""
 
     def __init__(self, local: Any, advertised: Host, *, routes: RouteInfoManager | None = None,
-                 workers: int = 16, registrar: NameServerRegistrar | None = None) -> None:
+                 workers: int = 16, namesrv_addrs: list[str] | None = None) -> None:
         self.local = local
         self.store = local.store
         self.config = local.config
@@ -93,8 +93,10 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.boot_ms = self.clock()
         self.stats = {"put": 0, "get": 0}
         self._registered_version: tuple[int, int] | None = None
+        self.ha_server_addr = f"{advertised.ip}:{advertised.port + 1}"
         # name servers of other processes (namesrvAddr): registered with as a Java broker does
-        self.registrar = registrar
+        self.registrar = NameServerRegistrar(namesrv_addrs, BrokerIdentity(
+            self.cluster_name, self.broker_name, self.broker_addr, 0, self.ha_server_addr)) if namesrv_addrs else None
         self._remote_version: tuple[int, int] | None = None
         self._remote_at = 0.0
         self.register_period_s = _int(extra, "registerNameServerPeriod", 30_000) / 1000
@@ -245,14 +247,14 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._registered_version = version
         w = self.topic_config_wrapper()
         self.routes.register_broker(self.cluster_name, self.broker_addr, self.broker_name, 0,
-                                    f"{self.advertised.ip}:{self.advertised.port + 1}", w.topicConfigTable,
+                                    self.ha_server_addr, w.topicConfigTable,
                                     w.dataVersion, None)
 
     async def register_remote(self, *, force: bool = False) -> int:
         """REGISTER_BROKER to the namesrvAddr name servers: every registerNameServerPeriod, and at
         once when the topic table changed (a topic created or auto-created), as the Java broker
         re-registers after `createTopicInSendMessageMethod`. Returns how many accepted."""
-        if self.registrar is None or not self.registrar.addrs:
+        if self.registrar is None:
             return 0
         dv = self.local.topics.data_version
         version = (dv.counter, dv.timestamp)

@@ -17,7 +17,6 @@ from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.layouts.message import MessageExt
-from rmqtool.layouts.msgid import host_hex
 from rmqtool.remoting.codes import ResponseCode
 from rmqtool.remoting.command import RESPONSE_FLAG, RemotingCommand
 from rmqtool.remoting.headers import (
@@ -50,7 +49,6 @@ PUT_STATUS_CODES = {
     "UNKNOWN_ERROR": ResponseCode.SYSTEM_ERROR,
 }
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
-_I16 = struct.Struct(">h")
 
 
 def status_name(status: Any) -> str:
@@ -170,29 +168,12 @@ class SendProcessor:
         extra = list(batch_props.items())
         peer, sys_flag, born, reconsume = conn.peer, h.sysFlag, h.bornTimestamp, h.reconsumeTimes or 0
         msgs = []
-        append = msgs.append
-        # decode_batch_body's walk (same checks, same errors), each element made a MessageExt at once
-        data = cmd.body
-        unpack_head, unpack_len = _BATCH_HEAD.unpack_from, _I16.unpack_from
-        p, n = 0, len(data)
-        while p < n:
-            if p + 20 > n:
-                raise InvalidMessage("batch body cut short")
-            total, _magic, _crc, flag, blen = unpack_head(data, p)
-            q = p + 20 + blen
-            if blen < 0 or q + 2 > n or total < 22 + blen:
-                raise InvalidMessage("batch element runs past the body")
-            (plen,) = unpack_len(data, q)
-            p = q + 2 + plen
-            if plen < 0 or p > n:
-                raise InvalidMessage("batch element properties run past the body")
-            props = decode(data[q + 2 : p].decode("utf-8", "replace"))
+        for flag, body, text in decode_batch_body(cmd.body):
+            props = decode(text)
             for k, v in extra:  # the batch's own properties fill in what an inner message lacks
                 props.setdefault(k, v)
-            append(MessageExt(topic, data[q - blen : q], queue_id, flag, props, sys_flag, born, peer,
-                              reconsume_times=reconsume))
-        if not msgs:
-            raise InvalidMessage("the batch is empty")
+            msgs.append(MessageExt(topic, body, queue_id, flag, props, sys_flag, born, peer,
+                                   reconsume_times=reconsume))
 
         def done(results: list[Any]) -> RemotingCommand:
             self.stats["put"] += len(msgs)
@@ -201,12 +182,7 @@ class SendProcessor:
             for r in results:
                 if status_name(r.status) != "PUT_OK":
                     return self._send_response(cmd, r, queue_id)
-            host = results[0].msg.store_host
-            if all(r.msg.store_host == host and r.wrote_offset >= 0 for r in results):
-                prefix = host_hex(host)  # create_offset_msg_id with the host's hex once
-                ids = ",".join([f"{prefix}{r.wrote_offset:016X}" for r in results])
-            else:
-                ids = ",".join([r.offset_msg_id for r in results])
+            ids = ",".join([r.offset_msg_id for r in results])
             return self._send_ok(cmd, ResponseCode.SUCCESS, ids, queue_id, results[0].queue_offset)
 
         return self.call_store(self.local.send_batch, (msgs,), done)

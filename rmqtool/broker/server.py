@@ -153,23 +153,15 @@ class Serve:
         from rmqtool.broker.controller import BrokerController
 
         advertised = Host(cfg.broker_ip1, broker.port)
-        self.controller = BrokerController(self.local, advertised, routes=self.routes,
-                                           registrar=self._registrar(cfg, advertised))
+        from rmqtool.broker.registration import parse_namesrv_addr
+
+        # besides our own name server, `--namesrv-addr` / broker.conf `namesrvAddr`
+        addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
+        self.controller = BrokerController(self.local, advertised, routes=self.routes, namesrv_addrs=addrs)
         await self.controller.start()
         self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
                               Path(cfg.store_path_root_dir), vip_port)
         return self.info
-
-    def _registrar(self, cfg: Any, advertised: Host) -> Any:
-        """REGISTER_BROKER to `--namesrv-addr` / broker.conf `namesrvAddr`, besides our own name server."""
-        from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar, parse_namesrv_addr
-
-        addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
-        if not addrs:
-            return None
-        ident = BrokerIdentity(cfg.broker_cluster_name, cfg.broker_name, str(advertised), 0,
-                               f"{advertised.ip}:{advertised.port + 1}")
-        return NameServerRegistrar(addrs, ident)
 
     def _conf_keys(self) -> set[str]:
         return set(read_properties(self.opts.config_file)) if self.opts.config_file else set()

@@ -131,20 +131,14 @@ class TransactionProcessor:
         props = dict(m.properties)
         if extra:
             props.update(extra)
-        renewed = MessageExt(topic=TRANS_HALF_TOPIC, body=m.body, queue_id=m.queue_id, flag=m.flag,
-                             properties=props, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
-                             born_host=m.born_host, store_host=m.store_host, reconsume_times=m.reconsume_times)
-        return self.store.put_message(renewed)
+        return self.store.put_message(_copy_half(m, TRANS_HALF_TOPIC, m.queue_id, props))
 
     def _discard_half(self: Any, m: MessageExt) -> None:
         """`resolveDiscardMsg`: checked too often (or older than the files): to TRANS_CHECK_MAX_TIME_TOPIC."""
         log.info("half message %s checked %s times: moved to %s", m.msg_id,
                  m.properties.get(P.TRANSACTION_CHECK_TIMES), TRANS_CHECK_MAX_TIME_TOPIC)
         self.local.topics.create_in_send_back(TRANS_CHECK_MAX_TIME_TOPIC, 1)
-        self.store.put_message(MessageExt(
-            topic=TRANS_CHECK_MAX_TIME_TOPIC, body=m.body, queue_id=0, flag=m.flag, properties=dict(m.properties),
-            sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host, store_host=m.store_host,
-            reconsume_times=m.reconsume_times))
+        self.store.put_message(_copy_half(m, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(m.properties)))
 
     def _read_ops(self: Any) -> None:
         """`fillOpRemoveMap`: every half offset named by an op record (tag `d`) is done."""
@@ -280,6 +274,13 @@ class TransactionProcessor:
             await conn.oneway(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, ext, body))
             sent += 1
         return sent
+
+
+def _copy_half(m: MessageExt, topic: str, queue_id: int, props: dict[str, str]) -> MessageExt:
+    """A stored half message as a new record on `topic`: body, flags, born time and hosts kept."""
+    return MessageExt(topic=topic, body=m.body, queue_id=queue_id, flag=m.flag, properties=props,
+                      sys_flag=m.sys_flag, born_timestamp=m.born_timestamp, born_host=m.born_host,
+                      store_host=m.store_host, reconsume_times=m.reconsume_times)
 
 
 def _java_int(text: str) -> int:

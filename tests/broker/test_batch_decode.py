@@ -1,4 +1,4 @@
-"""SEND_BATCH_MESSAGE: the send path's own body walk agrees with `decode_batch_body`, errors included."""
+"""SEND_BATCH_MESSAGE: `_send_batch` hands the store `decode_batch_body`'s messages, batch properties filled in, errors included."""
 
 from __future__ import annotations
 
