@@ -23,6 +23,11 @@ def quote_int_keys(text: str) -> str:
     return _BARE_KEY.sub(fix, text)
 
 
+def is_config_file(path: Path) -> bool:
+    """A broker JSON config in `config/`: the `*.json` files and `timermetrics` (no suffix)."""
+    return path.is_file() and (path.suffix == ".json" or path.name == "timermetrics")
+
+
 class ConfigError(ValueError):
     def __init__(self, pos: int, detail: str) -> None:
         super().__init__(detail)

@@ -13,7 +13,7 @@ from typing import Any
 from rmqtool.errors import InvalidInput
 from rmqtool.inspect import derive
 from rmqtool.inspect.commitlog import CommitLogReader
-from rmqtool.inspect.configs import ConfigError, int_keyed, load_config
+from rmqtool.inspect.configs import ConfigError, int_keyed, is_config_file, load_config
 from rmqtool.inspect.cq import iter_units, queue_dirs
 from rmqtool.inspect.fastjson_record import fast_message_fields
 from rmqtool.inspect.files import (
@@ -560,8 +560,7 @@ def dissect_config(path: Path, f: Filters, progress: Progress = None) -> Iterato
     path = Path(path)
     if path.is_dir() and (path / "config").is_dir():
         path = path / "config"
-    files = sorted(p for p in path.iterdir() if p.is_file() and (p.suffix == ".json" or p.name == "timermetrics")
-                   ) if path.is_dir() else [path]
+    files = sorted(p for p in path.iterdir() if is_config_file(p)) if path.is_dir() else [path]
     if not path.exists():
         raise InvalidInput(f"{path}: no such file or directory")
     _, relroot = _root_and_rel(path)

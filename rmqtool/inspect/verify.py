@@ -15,7 +15,7 @@ from pathlib import Path
 from rmqtool.errors import InvalidInput
 from rmqtool.inspect import derive
 from rmqtool.inspect.commitlog import CommitLogReader, ScanResult, scan_commitlog_parallel
-from rmqtool.inspect.configs import ConfigError, int_keyed, load_config
+from rmqtool.inspect.configs import ConfigError, int_keyed, is_config_file, load_config
 from rmqtool.inspect.cq import CqEnd, QueueRange, iter_units, queue_dirs
 from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, queue_files, relpath
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
@@ -326,7 +326,7 @@ def check_configs(root: Path, st: VerifyState) -> Iterator[Problem]:
         return
     parsed = {}
     for path in sorted(cdir.iterdir()):
-        if path.is_file() and (path.suffix == ".json" or path.name == "timermetrics"):
+        if is_config_file(path):
             st.files_checked += 1
             try:
                 parsed[path.name] = load_config(path)
