@@ -18,7 +18,7 @@ from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
 from rmqtool.layouts.javahash import java_string_hashes
-from rmqtool.store.mappedfile import open_mapped
+from rmqtool.store.mappedfile import close_mapped, open_mapped
 
 _NAME = re.compile(r"^\d{17}$")
 _I32 = struct.Struct(">i")
@@ -200,18 +200,11 @@ class IndexFile:
             os.fdatasync(self.fd)
 
     def close(self) -> None:
-        try:
-            self.mm.close()
-        except BufferError:
-            pass
-        os.close(self.fd)
+        close_mapped(self.fd, self.mm)
 
     def destroy(self) -> None:
         self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        self.path.unlink(missing_ok=True)
 
 
 class IndexService:

@@ -61,6 +61,15 @@ def open_mapped(path: Path, size: int, *, create: bool = False, read_only: bool 
     return fd, mm
 
 
+def close_mapped(fd: int, mm: mmap.mmap) -> None:
+    """Unmap and close what `open_mapped` returned."""
+    try:
+        mm.close()
+    except BufferError:
+        pass  # a memoryview still alive; the mapping goes away with it
+    os.close(fd)
+
+
 class MappedFile:
     """One fixed-size file of a stream, mapped in full."""
 
@@ -152,18 +161,11 @@ class MappedFile:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            try:
-                self.mm.close()
-            except BufferError:
-                pass  # a memoryview still alive; the mapping goes away with it
-            os.close(self.fd)
+            close_mapped(self.fd, self.mm)
 
     def destroy(self) -> None:
         self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        self.path.unlink(missing_ok=True)
 
 
 class MappedFileQueue:
