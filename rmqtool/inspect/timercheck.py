@@ -21,7 +21,8 @@ from rmqtool.inspect.files import QueueFile, relpath
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.problems import Problem
 from rmqtool.store.timer import check as store_check
-from rmqtool.store.timer.check import ScanEnd, TimerUnit, iter_wheel_slots
+from rmqtool.store.timer.check import ScanEnd, iter_wheel_slots
+from rmqtool.store.timer.timerlog import TimerUnit
 
 __all__ = ["TimerLogEnd", "TimerUnit", "check_timerlog_units", "check_wheel_slots", "iter_timerlog",
            "iter_wheel_slots", "to_problem"]

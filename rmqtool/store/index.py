@@ -8,7 +8,6 @@ space-separated KEYS token; the bucket holds the newest entry, entries chain bac
 from __future__ import annotations
 
 import datetime
-import mmap
 import os
 import re
 import struct
@@ -19,6 +18,7 @@ from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
 from rmqtool.layouts.javahash import java_string_hashes
+from rmqtool.store.mappedfile import close_mapped, open_mapped
 
 _NAME = re.compile(r"^\d{17}$")
 _I32 = struct.Struct(">i")
@@ -78,23 +78,8 @@ class IndexFile:
         self.index_num = index_num
         self.file_size = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
         self.read_only = read_only
-        flags = os.O_RDONLY if read_only else os.O_RDWR
-        if create:
-            flags |= os.O_CREAT | os.O_EXCL
-        try:
-            self.fd = os.open(path, flags, 0o644)
-        except OSError as e:
-            raise StoreError(f"cannot open index file {path.name}: {e.strerror}") from None
-        try:
-            if create:
-                os.ftruncate(self.fd, self.file_size)
-            size = os.fstat(self.fd).st_size
-            if size != self.file_size:
-                raise StoreError(f"index file {path.name} is {size} bytes, expected {self.file_size}")
-            self.mm = mmap.mmap(self.fd, self.file_size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
-        except BaseException:
-            os.close(self.fd)
-            raise
+        self.fd, self.mm = open_mapped(path, self.file_size, create=create, read_only=read_only,
+                                       label=f"index file {path.name}")
         if create:
             # a file following a full one starts where that one ended (IndexService.getAndCreateLastIndexFile)
             self.begin_timestamp = self.end_timestamp = end_timestamp
@@ -215,18 +200,11 @@ class IndexFile:
             os.fdatasync(self.fd)
 
     def close(self) -> None:
-        try:
-            self.mm.close()
-        except BufferError:
-            pass
-        os.close(self.fd)
+        close_mapped(self.fd, self.mm)
 
     def destroy(self) -> None:
         self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        self.path.unlink(missing_ok=True)
 
 
 class IndexService:

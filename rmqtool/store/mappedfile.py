@@ -32,6 +32,44 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def open_mapped(path: Path, size: int, *, create: bool = False, read_only: bool = False,
+                label: str | None = None) -> tuple[int, mmap.mmap]:
+    """Open `path` and map all its `size` bytes: `(fd, mapping)`, both the caller's to close.
+
+    With `create` the file must not exist yet and is made `size` bytes long by truncation
+    (sparse: the zeros are never written); otherwise it must already be `size` bytes. If
+    anything after the open fails, the fd is closed. Errors name the file `label`, by default
+    its name when it cannot be opened and its path when its size is wrong.
+    """
+    flags = os.O_RDONLY if read_only else os.O_RDWR
+    if create:
+        flags |= os.O_CREAT | os.O_EXCL
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        raise StoreError(f"cannot open {label or path.name}: {e.strerror}") from None
+    try:
+        if create:
+            os.ftruncate(fd, size)
+        actual = os.fstat(fd).st_size
+        if actual != size:
+            raise StoreError(f"{label or path} is {actual} bytes, expected {size}")
+        mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, mm
+
+
+def close_mapped(fd: int, mm: mmap.mmap) -> None:
+    """Unmap and close what `open_mapped` returned."""
+    try:
+        mm.close()
+    except BufferError:
+        pass  # a memoryview still alive; the mapping goes away with it
+    os.close(fd)
+
+
 class MappedFile:
     """One fixed-size file of a stream, mapped in full."""
 
@@ -45,24 +83,7 @@ class MappedFile:
         self.flushed_position = 0
         self.released_position = 0  # pages below this were dropped from RSS after a flush
         self._released_at = 0.0
-        flags = os.O_RDONLY if read_only else os.O_RDWR
-        if create:
-            flags |= os.O_CREAT | os.O_EXCL
-        try:
-            self.fd = os.open(path, flags, 0o644)
-        except OSError as e:
-            raise StoreError(f"cannot open {path.name}: {e.strerror}") from None
-        try:
-            if create:
-                os.ftruncate(self.fd, file_size)  # sparse: never write the zeros
-            size = os.fstat(self.fd).st_size
-            if size != file_size:
-                raise StoreError(f"{path} is {size} bytes, expected {file_size}")
-            access = mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE
-            self.mm = mmap.mmap(self.fd, file_size, access=access)
-        except BaseException:
-            os.close(self.fd)
-            raise
+        self.fd, self.mm = open_mapped(path, file_size, create=create, read_only=read_only)
         self.closed = False
 
     # -- positions ----------------------------------------------------------------------------
@@ -140,18 +161,11 @@ class MappedFile:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            try:
-                self.mm.close()
-            except BufferError:
-                pass  # a memoryview still alive; the mapping goes away with it
-            os.close(self.fd)
+            close_mapped(self.fd, self.mm)
 
     def destroy(self) -> None:
         self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        self.path.unlink(missing_ok=True)
 
 
 class MappedFileQueue:

@@ -41,7 +41,7 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import Blank, RecordError, decode_record
 from rmqtool.layouts.timer import TIMER_SLOT, TIMERLOG_UNIT
-from rmqtool.store.timer.timerlog import is_magic_ok
+from rmqtool.store.timer.timerlog import TimerUnit, is_magic_ok
 
 Problem = dict[str, object]
 WHEEL_SLOTS = TIMER_SLOTS_TOTAL * 2
@@ -71,27 +71,6 @@ def log_files(directory: Path) -> list[LogFile]:
         return []
     out = [LogFile(p, int(p.name)) for p in directory.iterdir() if p.name.isdigit() and p.is_file()]
     return sorted(out, key=lambda f: f.base)
-
-
-@dataclass(frozen=True, slots=True)
-class TimerUnit:
-    """One TimerLog unit where it was found; `file` is what the caller passed (has `.path`, `.base`)."""
-
-    file: Any
-    pos: int  # in the file
-    offset: int  # TimerLog offset = file base + pos
-    size: int
-    prev_pos: int
-    magic: int
-    curr_write_time: int
-    delay_time: int
-    offset_py: int
-    size_py: int
-    hash_code_of_real_topic: int
-
-    @property
-    def delayed_time(self) -> int:
-        return self.curr_write_time + self.delay_time
 
 
 @dataclass
@@ -143,8 +122,7 @@ def iter_timerlog(files: Iterable[Any], rel: Callable[[Path], str] = _default_re
                     if end is not None:
                         end.bad = p
                     return
-                f = unpack(buf, pos)
-                yield TimerUnit(qf, pos, qf.base + pos, f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7])
+                yield TimerUnit(qf.base + pos, *unpack(buf, pos), qf)
                 pos += TIMERLOG_UNIT_SIZE
                 if end is not None:
                     end.offset = qf.base + pos

@@ -14,6 +14,7 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import BLANK_MAGIC_CODE, TIMERLOG_BLANK_SIZE, TIMERLOG_UNIT_SIZE
@@ -36,10 +37,15 @@ def is_magic_ok(magic: int) -> bool:
 
 
 @dataclass(slots=True)
-class TimerLogUnitValue:
-    """One decoded unit; `delayed_time` is the slot time the unit was put into."""
+class TimerUnit:
+    """One decoded unit. `offset` is its TimerLog offset; `delayed_time` is the slot time it was put into.
 
-    pos: int
+    A scan (`check.iter_timerlog`) also says where it found the unit: `file` is what the scan was
+    given (has `.path` and `.base`) and `pos` the unit's position inside that file.
+    `TimerLog.read_unit` leaves `file` None.
+    """
+
+    offset: int
     size: int
     prev_pos: int
     magic: int
@@ -49,6 +55,12 @@ class TimerLogUnitValue:
     size_py: int
     hash_code_of_real_topic: int
     reserved: int
+    file: Any = None
+
+    @property
+    def pos(self) -> int:
+        """The position inside `file` (a scan's units only)."""
+        return self.offset - self.file.base
 
     @property
     def delayed_time(self) -> int:
@@ -268,11 +280,11 @@ class TimerLog:
         data = os.pread(f.fd, min(size, self.file_size - in_file), in_file)
         return data if len(data) == size else None
 
-    def read_unit(self, pos: int) -> TimerLogUnitValue | None:
+    def read_unit(self, pos: int) -> TimerUnit | None:
         raw = self.read_raw(pos)
         if raw is None:
             return None
-        return TimerLogUnitValue(pos, *TIMERLOG_UNIT.unpack(raw))
+        return TimerUnit(pos, *TIMERLOG_UNIT.unpack(raw))
 
     def read_file(self, f: _File, length: int | None = None) -> bytes:
         return os.pread(f.fd, self.file_size if length is None else length, 0)

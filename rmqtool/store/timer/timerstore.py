@@ -45,7 +45,7 @@ from rmqtool.layouts.timer import TIMERLOG_UNIT
 from rmqtool.store.dispatch import DispatchRequest
 from rmqtool.store.timer.hooks import snap_precision
 from rmqtool.store.timer.timercheck import TimerCheckpoint
-from rmqtool.store.timer.timerlog import TimerLog, TimerLogUnitValue, pack_unit
+from rmqtool.store.timer.timerlog import TimerLog, TimerUnit, pack_unit
 from rmqtool.store.timer.timermetrics import TimerMetrics
 from rmqtool.store.timer.timerwheel import TimerWheel
 
@@ -482,9 +482,9 @@ class TimerMessageStore:
             self.timer_checkpoint.write()
         return delivered
 
-    def read_chain(self, slot_last_pos: int) -> list[TimerLogUnitValue]:
+    def read_chain(self, slot_last_pos: int) -> list[TimerUnit]:
         """The units of one slot, newest first (walking prevPos from lastPos)."""
-        out: list[TimerLogUnitValue] = []
+        out: list[TimerUnit] = []
         pos, limit = slot_last_pos, self._max_units()
         while pos != -1 and len(out) <= limit:
             unit = self.timer_log.read_unit(pos)
@@ -529,8 +529,8 @@ class TimerMessageStore:
 
         Also returns what the put changes in timermetrics, per real topic.
         """
-        normal: list[TimerLogUnitValue] = []
-        deletes: list[TimerLogUnitValue] = []
+        normal: list[TimerUnit] = []
+        deletes: list[TimerUnit] = []
         for unit in self.read_chain(last_pos):
             if unit.magic & TIMER_MAGIC_DELETE and not unit.magic & TIMER_MAGIC_ROLL:
                 deletes.append(unit)
