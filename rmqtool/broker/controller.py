@@ -100,6 +100,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._remote_version: tuple[int, int] | None = None
         self._remote_at = 0.0
         self.register_period_s = _int(extra, "registerNameServerPeriod", 30_000) / 1000
+        self.force_register = _flag(extra, "forceRegister", True)  # BrokerConfig's default
         self.handlers: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE: self.process_send,
             RequestCode.SEND_MESSAGE_V2: self.process_send,
@@ -253,16 +254,22 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
     async def register_remote(self, *, force: bool = False) -> int:
         """REGISTER_BROKER to the namesrvAddr name servers: every registerNameServerPeriod, and at
         once when the topic table changed (a topic created or auto-created), as the Java broker
-        re-registers after `createTopicInSendMessageMethod`. Returns how many accepted."""
+        re-registers after `createTopicInSendMessageMethod`. With forceRegister=false the periodic
+        one is sent only if a name server's QUERY_DATA_VERSION says so (`needRegister`). Returns
+        how many accepted."""
         if self.registrar is None:
             return 0
         dv = self.local.topics.data_version
         version = (dv.counter, dv.timestamp)
         now = time.monotonic()
-        if not force and version == self._remote_version and now - self._remote_at < self.register_period_s:
+        periodic = not force and version == self._remote_version
+        if periodic and now - self._remote_at < self.register_period_s:
             return 0
         self._remote_version, self._remote_at = version, now
-        return await self.registrar.register_all(self.topic_config_wrapper())
+        wrapper = self.topic_config_wrapper()
+        if periodic and not self.force_register and not await self.registrar.need_register(wrapper.dataVersion):
+            return 0
+        return await self.registrar.register_all(wrapper)
 
     def _scan_brokers(self) -> None:
         """The name server's scanNotActiveBroker: every 10 s, drop brokers silent for 120 s."""
