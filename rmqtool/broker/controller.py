@@ -156,14 +156,17 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             first.add_done_callback(self._bg.discard)
 
     async def stop(self) -> None:
-        if self.registrar is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.registrar.unregister_all(), 10)
+        # the periodic jobs stop first: a registration (or, with forceRegister=false, a
+        # QUERY_DATA_VERSION answered "changed") after UNREGISTER_BROKER would list the stopped
+        # broker again for 120 s; Java's doRegisterBrokerAll returns once `shutdown` is set
         for t in self._tasks + list(self._bg):
             t.cancel()
         for t in self._tasks + list(self._bg):
             with contextlib.suppress(BaseException):
                 await t
+        if self.registrar is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.registrar.unregister_all(), 10)
         if self.hold is not None:
             self.hold.wake_all()
         for svc in getattr(self.local, "services", []):
