@@ -100,6 +100,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._remote_version: tuple[int, int] | None = None
         self._remote_at = 0.0
         self.register_period_s = _int(extra, "registerNameServerPeriod", 30_000) / 1000
+        self.force_register = _flag(extra, "forceRegister", True)  # BrokerConfig's default
         self.handlers: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE: self.process_send,
             RequestCode.SEND_MESSAGE_V2: self.process_send,
@@ -155,14 +156,17 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             first.add_done_callback(self._bg.discard)
 
     async def stop(self) -> None:
-        if self.registrar is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.registrar.unregister_all(), 10)
+        # the periodic jobs stop first: a registration (or, with forceRegister=false, a
+        # QUERY_DATA_VERSION answered "changed") after UNREGISTER_BROKER would list the stopped
+        # broker again for 120 s; Java's doRegisterBrokerAll returns once `shutdown` is set
         for t in self._tasks + list(self._bg):
             t.cancel()
         for t in self._tasks + list(self._bg):
             with contextlib.suppress(BaseException):
                 await t
+        if self.registrar is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.registrar.unregister_all(), 10)
         if self.hold is not None:
             self.hold.wake_all()
         for svc in getattr(self.local, "services", []):
@@ -253,16 +257,22 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
     async def register_remote(self, *, force: bool = False) -> int:
         """REGISTER_BROKER to the namesrvAddr name servers: every registerNameServerPeriod, and at
         once when the topic table changed (a topic created or auto-created), as the Java broker
-        re-registers after `createTopicInSendMessageMethod`. Returns how many accepted."""
+        re-registers after `createTopicInSendMessageMethod`. With forceRegister=false the periodic
+        one is sent only if a name server's QUERY_DATA_VERSION says so (`needRegister`). Returns
+        how many accepted."""
         if self.registrar is None:
             return 0
         dv = self.local.topics.data_version
         version = (dv.counter, dv.timestamp)
         now = time.monotonic()
-        if not force and version == self._remote_version and now - self._remote_at < self.register_period_s:
+        periodic = not force and version == self._remote_version
+        if periodic and now - self._remote_at < self.register_period_s:
             return 0
         self._remote_version, self._remote_at = version, now
-        return await self.registrar.register_all(self.topic_config_wrapper())
+        wrapper = self.topic_config_wrapper()
+        if periodic and not self.force_register and not await self.registrar.need_register(wrapper.dataVersion):
+            return 0
+        return await self.registrar.register_all(wrapper)
 
     def _scan_brokers(self) -> None:
         """The name server's scanNotActiveBroker: every 10 s, drop brokers silent for 120 s."""

@@ -2,7 +2,10 @@
 
 Holds which broker serves which topic. The broker of `rmqtool serve` registers in-process;
 other broker processes (Apache's or another `serve`) register over REGISTER_BROKER and expire
-120 s after their last registration or at once when their channel closes.
+120 s after they were last heard of or at once when their channel closes. Besides a registration,
+QUERY_DATA_VERSION (a 5.x broker with `forceRegister=false` asks it every 30 s and registers only
+when its topics changed; with `enableSlaveActingMaster` it is the 1 s heartbeat) and
+BROKER_HEARTBEAT count as hearing of a broker, as in Java's name server.
 """
 
 from __future__ import annotations
@@ -27,8 +30,11 @@ from rmqtool.remoting.bodies import (
 from rmqtool.remoting.codes import V4_9_4, RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import (
+    BrokerHeartbeatRequestHeader,
     GetRouteInfoRequestHeader,
     HeaderError,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
@@ -46,6 +52,9 @@ class BrokerLiveInfo:
     data_version: DataVersion
     conn: Connection | None
     ha_server_addr: str = ""
+    # Java keys brokerLiveTable by BrokerAddrInfo(clusterName, brokerAddr); we key by address and
+    # keep the cluster so that queries naming another cluster miss, as they do in Java
+    cluster_name: str = ""
 
 
 @dataclass
@@ -83,7 +92,27 @@ class RouteInfoManager:
                     del self.topic_queue_table[topic][name]
                     if not self.topic_queue_table[topic]:
                         del self.topic_queue_table[topic]
-        self.broker_live_table[addr] = BrokerLiveInfo(self.clock(), data_version, conn, ha_addr)
+        self.broker_live_table[addr] = BrokerLiveInfo(self.clock(), data_version, conn, ha_addr, cluster)
+
+    def _live(self, cluster: str, addr: str) -> BrokerLiveInfo | None:
+        info = self.broker_live_table.get(addr)
+        return info if info is not None and info.cluster_name == cluster else None
+
+    def query_broker_topic_config(self, cluster: str, addr: str) -> DataVersion | None:
+        """`queryBrokerTopicConfig`: the DataVersion of the broker's last registration."""
+        info = self._live(cluster, addr)
+        return info.data_version if info is not None else None
+
+    def is_broker_topic_config_changed(self, cluster: str, addr: str, data_version: DataVersion | None) -> bool:
+        """`isBrokerTopicConfigChanged`: unknown broker, or a version other than the registered one."""
+        prev = self.query_broker_topic_config(cluster, addr)
+        return prev is None or prev != data_version
+
+    def update_broker_info_update_timestamp(self, cluster: str, addr: str) -> None:
+        """`updateBrokerInfoUpdateTimestamp`: the broker is alive; an unknown one stays unknown."""
+        info = self._live(cluster, addr)
+        if info is not None:
+            info.last_update_ms = self.clock()
 
     def unregister_broker(self, cluster: str, addr: str, name: str, broker_id: int) -> None:
         self.broker_live_table.pop(addr, None)
@@ -116,12 +145,12 @@ class RouteInfoManager:
                 self._remove_broker_name(name)
 
     def scan_not_active_broker(self, now_ms: int | None = None) -> list[str]:
-        """Drop brokers whose last registration is older than 120 s (never the in-process one)."""
+        """Drop brokers not heard of for 120 s (never the in-process one)."""
         now = self.clock() if now_ms is None else now_ms
         dead = [a for a, info in self.broker_live_table.items()
                 if info.conn is not None and now - info.last_update_ms > BROKER_CHANNEL_EXPIRED_TIME_MS]
         for addr in dead:
-            log.info("broker %s expired (no registration for 120 s)", addr)
+            log.info("broker %s expired (not heard of for 120 s)", addr)
             self._drop_addr(addr)
         return dead
 
@@ -159,7 +188,8 @@ class NameServerProcessor:
     def handles(self, code: int) -> bool:
         return code in (RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO,
                         RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
-                        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+                        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.QUERY_DATA_VERSION,
+                        RequestCode.BROKER_HEARTBEAT)
 
     async def process(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
@@ -175,6 +205,12 @@ class NameServerProcessor:
                 return cmd.response()
             if cmd.code == RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER:
                 return cmd.response(body=fastjson.dumpb({"topicList": sorted(self.routes.topic_queue_table)}))
+            if cmd.code == RequestCode.QUERY_DATA_VERSION:
+                return self.query_data_version(cmd)
+            if cmd.code == RequestCode.BROKER_HEARTBEAT:
+                hb = BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields)
+                self.routes.update_broker_info_update_timestamp(hb.clusterName, hb.brokerAddr)
+                return cmd.response()
         except HeaderError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported")
@@ -204,3 +240,22 @@ class NameServerProcessor:
         resp = RegisterBrokerResponseHeader(h.haServerAddr if h.brokerId == 0 else None,
                                             master if h.brokerId != 0 else None)
         return cmd.response(ext_fields=resp.to_ext(), body=fastjson.dumpb(KVTable()))
+
+    def query_data_version(self, cmd: RemotingCommand) -> RemotingCommand:
+        """`queryBrokerTopicConfig`: is the broker's DataVersion (the body) the one it registered?
+
+        Java's broker registers again only when `changed` is true or our DataVersion (the response
+        body, absent for an unknown broker) differs from its own; otherwise this request alone keeps
+        it alive, so the live timestamp is refreshed whatever the answer.
+        """
+        h = QueryDataVersionRequestHeader.from_ext(cmd.ext_fields)
+        try:
+            obj = fastjson.loads(cmd.body) if cmd.body else None
+            version = DataVersion.from_json_obj(obj) if obj is not None else None
+        except (ValueError, TypeError, AttributeError) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"bad DataVersion body: {e}")
+        changed = self.routes.is_broker_topic_config_changed(h.clusterName, h.brokerAddr, version)
+        self.routes.update_broker_info_update_timestamp(h.clusterName, h.brokerAddr)
+        stored = self.routes.query_broker_topic_config(h.clusterName, h.brokerAddr)
+        body = fastjson.dumpb(stored) if stored is not None else b""
+        return cmd.response(ext_fields=QueryDataVersionResponseHeader(changed).to_ext(), body=body)

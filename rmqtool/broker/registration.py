@@ -6,6 +6,11 @@ listed name server at start, every `registerNameServerPeriod` (30 s) and wheneve
 and UNREGISTER_BROKER (104) on a clean shutdown. Clients of that name server (Apache's own
 included) then route to this broker. Each name server gets its own connection, made again after
 a failure; one that is down does not hold up the others.
+
+With `forceRegister=false` the periodic registration first asks QUERY_DATA_VERSION (322), as
+Java's `BrokerController.needRegister` does, and is skipped when every name server already holds
+the broker's DataVersion: the query alone keeps the broker alive there, and a large topic table is
+not sent again every 30 s.
 """
 
 from __future__ import annotations
@@ -17,10 +22,15 @@ import zlib
 from dataclasses import dataclass
 
 from rmqtool.remoting import fastjson
-from rmqtool.remoting.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper
+from rmqtool.remoting.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
-from rmqtool.remoting.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from rmqtool.remoting.headers import (
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
 from rmqtool.remoting.transport import Connection, connect
 
 log = logging.getLogger("rmqtool.broker")
@@ -88,6 +98,31 @@ class NameServerRegistrar:
         cmd = self.register_command(wrapper)
         results = await asyncio.gather(*(self._register(addr, cmd) for addr in self.addrs))
         return sum(results)
+
+    async def need_register(self, version: DataVersion) -> bool:
+        """`BrokerOuterAPI.needRegister`: does any name server lack this DataVersion?
+
+        As in Java, a name server that answers changed=true, returns another DataVersion, or cannot
+        be asked says yes. Java counts any other non-SUCCESS answer as "unchanged", which leaves a
+        broker unregistered where the name server does not know code 322; we register there.
+        """
+        ident = self.identity
+        ext = QueryDataVersionRequestHeader(ident.broker_name, ident.broker_addr, ident.cluster_name,
+                                            ident.broker_id).to_ext()
+        body = fastjson.dumpb(version)
+
+        async def changed(addr: str) -> bool:
+            try:
+                resp = await self._call(addr, RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, dict(ext), body))
+                if resp.code != ResponseCode.SUCCESS:
+                    return True
+                if QueryDataVersionResponseHeader.from_ext(resp.ext_fields).changed is not False:
+                    return True  # Java: `changed == null || changed`
+                return bool(resp.body) and DataVersion.from_json_obj(fastjson.loads(resp.body)) != version
+            except Exception:  # noqa: BLE001 - unreachable or a bad answer: register, which reports it
+                return True
+
+        return any(await asyncio.gather(*(changed(a) for a in self.addrs)))
 
     async def _register(self, addr: str, template: RemotingCommand) -> bool:
         cmd = RemotingCommand.request(template.code, dict(template.ext_fields), template.body)

@@ -111,6 +111,8 @@ class Serve:
     async def _ns_handler(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         if self.ns_processor.handles(cmd.code):
             return await self.ns_processor.process(cmd, conn)
+        log.info("name server request code %s from %s (%s v%s) not supported", cmd.code, conn.peer, cmd.language,
+                 cmd.version)  # as the broker's dispatch logs it: which features a peer misses
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported")
 
     async def start(self) -> ServeInfo:

@@ -140,6 +140,37 @@ class UnRegisterBrokerRequestHeader(Header):
     brokerId: int
 
 
+@dataclass
+class QueryDataVersionRequestHeader(Header):
+    """QUERY_DATA_VERSION (322): the broker's identity; its DataVersion JSON is the body."""
+
+    brokerName: str
+    brokerAddr: str
+    clusterName: str
+    brokerId: int
+
+
+@dataclass
+class QueryDataVersionResponseHeader(Header):
+    changed: bool | None = None
+
+
+@dataclass
+class BrokerHeartbeatRequestHeader(Header):
+    """BROKER_HEARTBEAT (904). Java's `BrokerOuterAPI.sendHeartbeat` sets only the first three
+    fields, so everything after `brokerName` is optional (`@CFNullable` in Java)."""
+
+    clusterName: str
+    brokerAddr: str
+    brokerName: str
+    brokerId: int | None = None
+    epoch: int | None = None
+    maxOffset: int | None = None
+    confirmOffset: int | None = None
+    heartbeatTimeoutMills: int | None = None
+    electionPriority: int | None = None
+
+
 # ---------------------------------------------------------------- send
 
 @dataclass

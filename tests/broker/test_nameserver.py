@@ -1,11 +1,13 @@
 """Name server over real sockets: routes (TBW102, %RETRY%, key quoting by version), cluster info,
-REGISTER/UNREGISTER_BROKER from another broker process, channel close, 120 s expiry."""
+REGISTER/UNREGISTER_BROKER from another broker process, channel close, 120 s expiry, and the
+QUERY_DATA_VERSION / BROKER_HEARTBEAT requests that keep a registered broker alive."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
-from rmqtool.broker.nameserver import RouteInfoManager
+from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import (
     ClusterInfo,
@@ -15,7 +17,13 @@ from rmqtool.remoting.bodies import (
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
-from rmqtool.remoting.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from rmqtool.remoting.command import RemotingCommand
+from rmqtool.remoting.headers import (
+    BrokerHeartbeatRequestHeader,
+    QueryDataVersionRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
 from tests.broker.conftest import Wire
 
 
@@ -108,3 +116,90 @@ def test_broker_expires_120s_after_last_registration():
     now[0] += 2_000
     assert rim.scan_not_active_broker() == ["1.2.3.4:1"]
     assert rim.pickup_topic_route_data("T") is None and "b" not in rim.broker_addr_table
+
+
+# ------------------------------------------------------------ QUERY_DATA_VERSION / BROKER_HEARTBEAT
+
+def _query_ext(name: str, addr: str, cluster: str = "OtherCluster") -> dict[str, str]:
+    return QueryDataVersionRequestHeader(name, addr, cluster, 0).to_ext()
+
+
+def test_query_data_version_says_changed_unless_it_is_the_registered_version(serve, namesrv):
+    other = Wire(serve.namesrv)
+    try:
+        addr = "127.0.0.9:32911"
+        unknown = other.request(322, _query_ext("broker-q", addr), fastjson.dumpb(DataVersion(1, 1)))
+        assert unknown.code == 0 and unknown.ext_fields["changed"] == "true"
+        assert not unknown.body  # nothing stored for a broker that never registered
+        assert "broker-q" not in ClusterInfo.from_json_obj(fastjson.loads(namesrv.request(106).body)).brokerAddrTable
+
+        assert _register(other, "broker-q", addr, {"OnlyOnQ": TopicConfig("OnlyOnQ", 1, 1, 6)}).code == 0
+        same = other.request(322, _query_ext("broker-q", addr), fastjson.dumpb(DataVersion(1, 1)))
+        assert same.code == 0 and same.ext_fields["changed"] == "false"
+        assert DataVersion.from_json_obj(fastjson.loads(same.body)) == DataVersion(1, 1)
+
+        newer = other.request(322, _query_ext("broker-q", addr), fastjson.dumpb(DataVersion(2, 1)))
+        assert newer.ext_fields["changed"] == "true"
+        assert DataVersion.from_json_obj(fastjson.loads(newer.body)) == DataVersion(1, 1)  # the stored one
+        other_cluster = other.request(322, _query_ext("broker-q", addr, "NotItsCluster"),
+                                      fastjson.dumpb(DataVersion(1, 1)))
+        assert other_cluster.ext_fields["changed"] == "true" and not other_cluster.body
+        no_body = other.request(322, _query_ext("broker-q", addr))
+        assert no_body.code == 0 and no_body.ext_fields["changed"] == "true"
+
+        assert other.request(322, {"brokerAddr": addr}, fastjson.dumpb(DataVersion(1, 1))).code == 1  # header
+        assert other.request(322, _query_ext("broker-q", addr), b"[1]").code == 1  # not a DataVersion
+    finally:
+        other.close()
+
+
+def test_broker_heartbeat_and_oneway_data_version_are_accepted(serve):
+    other = Wire(serve.namesrv)
+    try:
+        addr = "127.0.0.9:33911"
+        assert _register(other, "broker-h", addr, {"OnlyOnH": TopicConfig("OnlyOnH", 1, 1, 6)}).code == 0
+        # BrokerOuterAPI.sendHeartbeat sets clusterName, brokerAddr and brokerName only
+        ext = {"clusterName": "OtherCluster", "brokerAddr": addr, "brokerName": "broker-h"}
+        assert other.request(904, ext).code == 0
+        full = BrokerHeartbeatRequestHeader("OtherCluster", addr, "broker-h", 0, 1, 100, 100, 10_000, 1)
+        assert other.request(904, full.to_ext()).code == 0
+        assert other.request(904, {"brokerAddr": addr}).code == 1
+        # sendHeartbeatViaDataVersion and sendHeartbeat are oneway: no answer, and the channel stays usable
+        seen = other.responses_seen()
+        other.oneway(322, _query_ext("broker-h", addr), fastjson.dumpb(DataVersion(1, 1)))
+        other.oneway(904, ext)
+        assert other.request(105, {"topic": "OnlyOnH"}).code == 0
+        assert other.responses_seen() == seen + 1
+    finally:
+        other.close()
+
+
+def _call(proc: NameServerProcessor, code: int, ext: dict[str, str], body: bytes = b"") -> RemotingCommand:
+    return asyncio.run(proc.process(RemotingCommand.request(code, ext, body), None))  # type: ignore[arg-type]
+
+
+def test_query_data_version_and_broker_heartbeat_keep_a_broker_alive():
+    now = [1_000_000]
+    rim = RouteInfoManager(clock=lambda: now[0])
+    proc = NameServerProcessor(rim)
+    sentinel = object()
+    for addr, name in (("1.2.3.4:1", "q"), ("1.2.3.5:1", "h")):
+        rim.register_broker("C", addr, name, 0, "", {f"T{name}": TopicConfig(f"T{name}", 4, 4)}, DataVersion(1, 1),
+                            sentinel)  # type: ignore[arg-type]
+    query = QueryDataVersionRequestHeader("q", "1.2.3.4:1", "C", 0).to_ext()
+    beat = {"clusterName": "C", "brokerAddr": "1.2.3.5:1", "brokerName": "h"}
+    for _ in range(4):  # 4 x 100 s: a registration alone would have expired after 120 s
+        now[0] += 100_000
+        assert _call(proc, 322, query, fastjson.dumpb(DataVersion(1, 1))).ext_fields["changed"] == "false"
+        assert _call(proc, 904, beat).code == 0
+        assert rim.scan_not_active_broker() == []
+    assert rim.pickup_topic_route_data("Tq") is not None and rim.pickup_topic_route_data("Th") is not None
+    # a heartbeat naming another cluster, or for an unknown broker, refreshes nothing and adds nothing
+    now[0] += 100_000
+    _call(proc, 904, dict(beat, clusterName="Elsewhere"))
+    _call(proc, 904, {"clusterName": "C", "brokerAddr": "9.9.9.9:1", "brokerName": "nobody"})
+    assert "9.9.9.9:1" not in rim.broker_live_table
+    assert _call(proc, 322, query, fastjson.dumpb(DataVersion(1, 1))).code == 0
+    now[0] += 21_000
+    assert rim.scan_not_active_broker() == ["1.2.3.5:1"]
+    assert rim.pickup_topic_route_data("Th") is None and rim.pickup_topic_route_data("Tq") is not None

@@ -9,6 +9,7 @@ pulls from the other process's broker, and the broker leaves the cluster when it
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -103,17 +104,37 @@ def test_rmqtool_broker_joins_an_apache_name_server(java_built, apache_broker, t
     assert "broker-rmq" not in cluster(apache_broker.namesrv).brokerAddrTable  # UNREGISTER_BROKER
 
 
-def test_apache_broker_joins_the_rmqtool_name_server(java_built, rmqtool_serve, tmp_path):
-    theirs = start_apache(tmp_path / "apache", f"namesrvAddr={rmqtool_serve.namesrv}", "brokerName=broker-apache")
+def test_apache_broker_joins_the_rmqtool_name_server(java_built, tmp_path):
+    # A serve of its own, logging at INFO: its stderr then names any request it did not support.
+    ours = start_rmqtool_serve(tmp_path / "rmq", "--log-level", "INFO")
     try:
-        assert theirs.namesrv == rmqtool_serve.namesrv
-        wait_for(lambda: "broker-apache" in cluster(rmqtool_serve.namesrv).brokerAddrTable, 30,
+        apache_broker_in_rmqtool_name_server(ours, tmp_path)
+    finally:
+        assert stop_rmqtool_serve(ours) == 0
+    log = (ours.home / "serve.stderr").read_text(errors="replace")
+    assert "not supported" not in log and "Traceback" not in log, log[-2000:]
+
+
+def apache_broker_in_rmqtool_name_server(ours, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # forceRegister=false: every registerNameServerPeriod (10 s, the least Java allows) the broker
+    # asks QUERY_DATA_VERSION and registers again only if the name server says its topics changed
+    theirs = start_apache(tmp_path / "apache", f"namesrvAddr={ours.namesrv}", "brokerName=broker-apache",
+                          "forceRegister=false", "registerNameServerPeriod=10000")
+    try:
+        assert theirs.namesrv == ours.namesrv
+        wait_for(lambda: "broker-apache" in cluster(ours.namesrv).brokerAddrTable, 30,
                  "rmqtool's name server to list broker-apache")
-        info = cluster(rmqtool_serve.namesrv)
+        info = cluster(ours.namesrv)
         assert info.brokerAddrTable["broker-apache"].brokerAddrs == {0: theirs.broker}
         create_topic(theirs.broker, "MixOnApache")
-        round_trip(rmqtool_serve.namesrv, "MixOnApache", "broker-apache")
+        round_trip(ours.namesrv, "MixOnApache", "broker-apache")
+        # BrokerOuterAPI.needRegister logs each answer; ours: unchanged, with the same DataVersion
+        broker_log = theirs.home / "home" / "logs" / "rocketmqlogs" / "broker.log"
+        answered = re.compile(rf"Query data version from name server {re.escape(ours.namesrv)} OK, changed false, "
+                              r"broker DataVersion\[(.*?)\], name server DataVersion\[\1\]")
+        wait_for(lambda: broker_log.is_file() and answered.search(broker_log.read_text(errors="replace")), 30,
+                 "the Apache broker's QUERY_DATA_VERSION to find its topics registered")
     finally:
         stop_apache(theirs)
-    wait_for(lambda: "broker-apache" not in cluster(rmqtool_serve.namesrv).brokerAddrTable, 20,
+    wait_for(lambda: "broker-apache" not in cluster(ours.namesrv).brokerAddrTable, 20,
              "the Apache broker's UNREGISTER_BROKER")
