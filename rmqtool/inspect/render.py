@@ -17,6 +17,7 @@ from typing import IO, Any
 from rmqtool.inspect.fieldtree import Node, walk
 from rmqtool.inspect.model import Item
 from rmqtool.layouts.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from rmqtool.layouts.cqext import is_ext_addr, undecorate
 from rmqtool.layouts.properties import decode_properties
 
 try:  # orjson is several times faster on the hot path; output is identical
@@ -128,6 +129,8 @@ def describe(name: str, value: Any) -> str:
         return f"{value:#x}" + (f" ({' | '.join(names)})" if names else "")
     if name in _TIME_FIELDS and isinstance(value, int):
         return f"{value} ({_iso(value)})"
+    if name == "tagsCode" and isinstance(value, int) and is_ext_addr(value):
+        return f"{value} (ConsumeQueueExt address, ext offset {undecorate(value)})"
     if name == "ip" and isinstance(value, bytes | bytearray):
         try:
             return str(ipaddress.ip_address(bytes(value)))
