@@ -92,3 +92,9 @@ def test_a_damaged_ext_unit_is_reported_where_it_is(store_copy):
     kinds = {(p.path, p.pos, p.kind) for p in check_store(root)}
     assert ("consumequeue_ext/ExtTopic/0/00000000000000000000", 48, "cq-ext-unit-bad") in kinds
     assert ("consumequeue/ExtTopic/0/00000000000000000000", 40, "cq-unit-mismatch") in kinds
+
+
+def test_repair_refuses_a_store_with_batch_consume_queues(stores, rmq):
+    """Its ConsumeQueue rebuild would give BatchCQ records ConsumeQueue units and clamp their offsets."""
+    r = rmq("repair", str(stores / "good-bcq-ext"), "--dry-run")
+    assert r.returncode == 2 and b"batchconsumequeue" in r.stderr and b"Traceback" not in r.stderr
