@@ -52,7 +52,9 @@ def inspect(
                             "terminal, json otherwise."),
     json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
     offset: int = typer.Option(None, "--offset", help="Start at this CommitLog offset (commitlog), queue offset "
-                               "(consumequeue), entry number (index), TimerLog offset (timerlog) or slot (timerwheel)."),
+                               "(consumequeue, batchconsumequeue: the unit holding it), ext stream offset "
+                               "(consumequeue_ext), entry number (index), TimerLog offset (timerlog) or slot "
+                               "(timerwheel)."),
     limit: int = typer.Option(None, "--limit", "-n", help="Print at most N records."),
     topic: str = typer.Option(None, "--topic", "-t", help="Only this topic (REAL_TOPIC also matches)."),
     queue: int = typer.Option(None, "--queue", "-q", help="Only this queue id."),
@@ -61,15 +63,18 @@ def inspect(
     msg_id: str = typer.Option(None, "--msg-id", help="Only this message: an offset msgId or a UNIQ_KEY."),
     key: str = typer.Option(None, "--key", "-k", help="Only messages with this key (KEYS token or UNIQ_KEY)."),
     tag: str = typer.Option(None, "--tag", help="Only messages with this tag."),
-    follow: bool = typer.Option(False, "--follow-links", "-L", help="Follow links: ConsumeQueue unit, index entry "
-                                "and TimerLog unit to the message, wheel slot to its TimerLog chain, msgIds decoded."),
+    follow: bool = typer.Option(False, "--follow-links", "-L", help="Follow links: ConsumeQueue and "
+                                "BatchConsumeQueue unit, index entry and TimerLog unit to the message, a ConsumeQueue "
+                                "unit's ext address to its ConsumeQueueExt unit, wheel slot to its TimerLog chain, "
+                                "msgIds decoded."),
     body_hex: bool = typer.Option(False, "--body-hex", help="Add bodyHex (the stored body bytes) to JSON."),
     store: Path = typer.Option(None, "--store", envvar="RMQ_STORE", help="Store root used when PATH is absent."),
 ) -> None:
     """Dissect a store file or directory: one row per record or unit, read-only.
 
-    KIND is commitlog, consumequeue, index, timerlog, timerwheel, checkpoint, timercheck,
-    config, or store (a summary of a whole store directory).
+    KIND is commitlog, consumequeue, batchconsumequeue (BatchCQ topics, under batchconsumequeue/),
+    consumequeue_ext (enableConsumeQueueExt, under consumequeue_ext/), index, timerlog, timerwheel,
+    checkpoint, timercheck, config, or store (a summary of a whole store directory).
     """
     fmt = "json" if json_out else (fmt or default_format())
     if fmt not in ("table", "json", "hex"):

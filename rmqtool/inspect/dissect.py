@@ -15,6 +15,7 @@ from rmqtool.inspect import derive
 from rmqtool.inspect.commitlog import CommitLogReader
 from rmqtool.inspect.configs import ConfigError, int_keyed, is_config_file, load_config
 from rmqtool.inspect.cq import iter_units, queue_dirs
+from rmqtool.inspect.cqext import CQ_EXT_DIR, ExtReader
 from rmqtool.inspect.fastjson_record import fast_message_fields
 from rmqtool.inspect.files import (
     INDEX_NAME,
@@ -42,13 +43,14 @@ from rmqtool.layouts.constants import (
     TIMERLOG_UNIT_SIZE,
 )
 from rmqtool.layouts.consumequeue import CqUnit
+from rmqtool.layouts.cqext import is_ext_addr, undecorate
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER, IndexEntry, IndexHeader
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, body_crc, body_fields, decode_record
 from rmqtool.layouts.msgid import decode_offset_msg_id
 from rmqtool.layouts.timer import TimerLogBlank, TimerLogUnit, TimerSlot
 
-KINDS = ("commitlog", "consumequeue", "index", "timerlog", "timerwheel", "checkpoint", "timercheck", "config",
-         "store")
+KINDS = ("commitlog", "consumequeue", "batchconsumequeue", "consumequeue_ext", "index", "timerlog", "timerwheel",
+         "checkpoint", "timercheck", "config", "store")
 
 Progress = Callable[[int], None] | None
 
@@ -237,14 +239,20 @@ def _commitlog_file(qf: QueueFile, rof: ReadOnlyFile, rel: str, f: Filters) -> I
 
 # --- ConsumeQueue -----------------------------------------------------------------------------
 
-def _cq_targets(path: Path) -> list[tuple[str, int, list[QueueFile]]]:
-    """PATH as consumequeue/, consumequeue/TOPIC, consumequeue/TOPIC/QID, a CQ file or a store root."""
+def queue_targets(path: Path, dirname: str = "consumequeue") -> list[tuple[str, int, list[QueueFile]]]:
+    """PATH as DIR/, DIR/TOPIC, DIR/TOPIC/QID, one queue file or a store root, where DIR is `dirname`.
+
+    ConsumeQueue, BatchConsumeQueue and ConsumeQueueExt all keep RocketMQ's `<dir>/<topic>/<queueId>/`
+    tree of offset-named files, so one walk serves the three.
+    """
     path = Path(path)
     if path.is_file():
         qdir = path.parent
         return [(qdir.parent.name, int(qdir.name) if qdir.name.isdigit() else 0, as_queue_files(path))]
-    if (path / "consumequeue").is_dir():
-        path = path / "consumequeue"
+    if (path / dirname).is_dir():
+        path = path / dirname
+    elif (path / "commitlog").is_dir():
+        return []  # a store root without this kind of queue
     if not path.is_dir():
         raise InvalidInput(f"{path}: no such file or directory")
     if any(OFFSET_NAME.match(p.name) for p in path.iterdir()):
@@ -255,47 +263,72 @@ def _cq_targets(path: Path) -> list[tuple[str, int, list[QueueFile]]]:
     return [(t, q, queue_files(d)) for t, q, d in queue_dirs(path)]
 
 
+def follow_message(item: Item, reader: CommitLogReader, offset: int, relroot: Path, f: Filters) -> bool:
+    """Link a queue unit's record to `item` (with --follow-links); False when the record fails the
+    message filters (time, key, msgId, tag), so the unit is not shown."""
+    try:
+        msg = reader.read(offset, check_crc=False)
+    except (RecordError, Blank) as e:
+        item.links["message"] = {"problem": getattr(e, "kind", "blank"), "detail": str(e)}
+        return True
+    if not _msg_matches(msg, Filters(since=f.since, until=f.until, key=f.key, msg_id=f.msg_id, tag=f.tag)):
+        return False
+    if f.follow:
+        loc = reader.locate(offset)
+        assert loc is not None
+        item.links["message"] = message_item(msg, relpath(loc[0].path, relroot), loc[1], reader._file(loc[0]).buf, f,
+                                             None)
+    return True
+
+
 def dissect_consumequeue(path: Path, f: Filters, progress: Progress = None) -> Iterator[Item]:
     root, relroot = _root_and_rel(path)
     reader = CommitLogReader(queue_files(root / "commitlog")) if root is not None and (
         f.follow or f.since is not None or f.until is not None or f.key or f.msg_id or f.tag) else None
     try:
-        for topic, qid, files in _cq_targets(path):
+        for topic, qid, files in queue_targets(path):
             if f.topic is not None and topic != f.topic:
                 continue
             if f.queue is not None and qid != f.queue:
                 continue
-            for u in iter_units(files):
-                if f.offset is not None and u.queue_offset < f.offset:
-                    continue
-                fields = {"topic": topic, "queueId": qid, "queueOffset": u.queue_offset,
-                          "commitLogOffset": u.commit_log_offset, "size": u.size, "tagsCode": u.tags_code}
-                if u.is_blank:
-                    fields["type"] = "blank"
-                item = Item("cq-unit", relpath(u.file.path, relroot), u.pos, fields)
-                if f.raw:
-                    with ReadOnlyFile(u.file.path) as rof:
-                        item.raw = bytes(rof.buf[u.pos : u.pos + CQ_STORE_UNIT_SIZE])
-                    item.layout = CqUnit
-                if reader is not None and not u.is_blank:
-                    try:
-                        msg = reader.read(u.commit_log_offset, check_crc=False)
-                    except (RecordError, Blank) as e:
-                        item.links["message"] = {"problem": getattr(e, "kind", "blank"), "detail": str(e)}
-                        msg = None
-                    if msg is not None:
-                        if not _msg_matches(msg, Filters(since=f.since, until=f.until, key=f.key, msg_id=f.msg_id,
-                                                         tag=f.tag)):
-                            continue
-                        if f.follow:
-                            loc = reader.locate(u.commit_log_offset)
-                            assert loc is not None
-                            item.links["message"] = message_item(
-                                msg, relpath(loc[0].path, relroot), loc[1], reader._file(loc[0]).buf, f, None)
-                yield item
+            ext = ExtReader(root / CQ_EXT_DIR / topic / str(qid)) if f.follow and root is not None else None
+            try:
+                for u in iter_units(files):
+                    if f.offset is not None and u.queue_offset < f.offset:
+                        continue
+                    fields = {"topic": topic, "queueId": qid, "queueOffset": u.queue_offset,
+                              "commitLogOffset": u.commit_log_offset, "size": u.size, "tagsCode": u.tags_code}
+                    if u.is_blank:
+                        fields["type"] = "blank"
+                    elif is_ext_addr(u.tags_code):  # enableConsumeQueueExt: the tag hash is in the ext unit
+                        fields["extOffset"] = undecorate(u.tags_code)
+                    item = Item("cq-unit", relpath(u.file.path, relroot), u.pos, fields)
+                    if f.raw:
+                        with ReadOnlyFile(u.file.path) as rof:
+                            item.raw = bytes(rof.buf[u.pos : u.pos + CQ_STORE_UNIT_SIZE])
+                        item.layout = CqUnit
+                    if ext is not None and "extOffset" in fields:
+                        item.links["ext"] = ext_link(ext, u.tags_code, topic, qid, relroot, f)
+                    if reader is not None and not u.is_blank and not follow_message(
+                            item, reader, u.commit_log_offset, relroot, f):
+                        continue
+                    yield item
+            finally:
+                if ext is not None:
+                    ext.close()
     finally:
         if reader is not None:
             reader.close()
+
+
+def ext_link(ext: ExtReader, address: int, topic: str, qid: int, relroot: Path, f: Filters) -> Item | dict:
+    """The ConsumeQueueExt unit a CQ unit's address points at, or why there is none."""
+    from rmqtool.inspect.dissect_queues import ext_item
+
+    e = ext.get(address)
+    if e is None:
+        return {"problem": "cq-ext-unit-bad", "detail": f"no ConsumeQueueExt unit at {undecorate(address)}"}
+    return ext_item(e, topic, qid, relroot, f)
 
 
 # --- IndexFile --------------------------------------------------------------------------------
@@ -624,11 +657,14 @@ def dissect(kind: str, path: Path, f: Filters, progress: Progress = None) -> Ite
 
         gen = summarize_store(Path(path), f, progress)
     else:
-        if kind not in DISSECTORS:
+        from rmqtool.inspect.dissect_queues import DISSECTORS as QUEUE_DISSECTORS  # it imports this module
+
+        fn = DISSECTORS.get(kind) or QUEUE_DISSECTORS.get(kind)
+        if fn is None:
             raise InvalidInput(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
         if not Path(path).exists():
             raise InvalidInput(f"{path}: no such file or directory")
-        gen = DISSECTORS[kind](Path(path), f, progress)
+        gen = fn(Path(path), f, progress)
     n = 0
     for item in gen:
         if f.limit is not None and n >= f.limit:

@@ -2,7 +2,7 @@
 
 RocketMQ keeps these in broker.conf (`mappedFileSizeCommitLog`, `mappedFileSizeConsumeQueue`,
 `maxHashSlotNum`, `maxIndexNum`, `mappedFileSizeTimerLog`, `timerPrecisionMs`,
-`messageDelayLevel`), not in the store; a store copied alone is read with the sizes of its files
+`messageDelayLevel`, `mapperFileSizeBatchConsumeQueue`, `mappedFileSizeConsumeQueueExt`), not in the store; a store copied alone is read with the sizes of its files
 and RocketMQ's defaults for the rest.
 """
 
@@ -15,7 +15,9 @@ from pathlib import Path
 from rmqtool.inspect.files import INDEX_NAME, queue_files
 from rmqtool.layouts.constants import (
     CQ_STORE_UNIT_SIZE,
+    DEFAULT_BCQ_FILE_SIZE,
     DEFAULT_COMMITLOG_FILE_SIZE,
+    DEFAULT_CQ_EXT_FILE_SIZE,
     DEFAULT_CQ_FILE_SIZE,
     DEFAULT_INDEX_HASH_SLOT_NUM,
     DEFAULT_INDEX_NUM,
@@ -47,6 +49,8 @@ class LayoutConfig:
     hash_slot_num: int = DEFAULT_INDEX_HASH_SLOT_NUM
     index_num: int = DEFAULT_INDEX_NUM
     timer_precision_ms: int = 1000
+    bcq_file_size: int = DEFAULT_BCQ_FILE_SIZE
+    cq_ext_file_size: int = DEFAULT_CQ_EXT_FILE_SIZE
     delay_levels_ms: list[int] = field(default_factory=lambda: parse_delay_levels(DEFAULT_DELAY_LEVELS))
     from_conf: set[str] = field(default_factory=set)
 
@@ -95,6 +99,8 @@ def load_layout_config(root: Path | None) -> LayoutConfig:
         "maxHashSlotNum": "hash_slot_num",
         "maxIndexNum": "index_num",
         "timerPrecisionMs": "timer_precision_ms",
+        "mapperFileSizeBatchConsumeQueue": "bcq_file_size",  # sic: MessageStoreConfig's spelling
+        "mappedFileSizeConsumeQueueExt": "cq_ext_file_size",
     }
     for key, attr in ints.items():
         if key in props:

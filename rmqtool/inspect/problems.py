@@ -5,7 +5,8 @@ Kinds (stable names, scripts match on them):
 - CommitLog: `bad-magic`, `crc-mismatch`, `size-mismatch`, `torn-tail`, `phys-offset-mismatch`,
   `blank-size-mismatch`, `nonzero-after-blank`, `missing-blank`, `gap-between-files`,
   `file-size-mismatch`, `bad-file-name`, `unreadable-file`
-- ConsumeQueue: `cq-unit-mismatch`, `cq-gap`, `cq-missing-units`
+- ConsumeQueue and BatchConsumeQueue: `cq-unit-mismatch`, `cq-gap`, `cq-missing-units`
+- ConsumeQueueExt: `cq-ext-unit-bad`
 - IndexFile: `index-header-bad`, `index-entry-bad`
 - Timer store: `timerlog-unit-bad`, `wheel-slot-mismatch`, `timerwheel-size-bad`
 - Checkpoints and configs: `checkpoint-ahead`, `timercheck-ahead`, `config-unparsable`,
@@ -38,7 +39,7 @@ class Problem:
 KINDS = (
     "bad-magic", "crc-mismatch", "size-mismatch", "torn-tail", "phys-offset-mismatch", "blank-size-mismatch",
     "nonzero-after-blank", "missing-blank", "gap-between-files", "file-size-mismatch", "bad-file-name",
-    "unreadable-file", "cq-unit-mismatch", "cq-gap", "cq-missing-units", "index-header-bad",
+    "unreadable-file", "cq-unit-mismatch", "cq-gap", "cq-missing-units", "cq-ext-unit-bad", "index-header-bad",
     "index-entry-bad", "timerlog-unit-bad", "wheel-slot-mismatch", "timerwheel-size-bad",
     "checkpoint-ahead", "timercheck-ahead", "config-unparsable", "delay-offset-out-of-range",
     "consumer-offset-out-of-range",

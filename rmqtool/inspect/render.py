@@ -17,6 +17,7 @@ from typing import IO, Any
 from rmqtool.inspect.fieldtree import Node, walk
 from rmqtool.inspect.model import Item
 from rmqtool.layouts.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
+from rmqtool.layouts.cqext import is_ext_addr, undecorate
 from rmqtool.layouts.properties import decode_properties
 
 try:  # orjson is several times faster on the hot path; output is identical
@@ -103,7 +104,8 @@ _SYSFLAGS = [(0x1, "COMPRESSED"), (0x2, "MULTI_TAGS"), (0x10, "BORNHOST_V6"), (0
 _TX = {0x4: "TRANSACTION_PREPARED", 0x8: "TRANSACTION_COMMIT", 0xC: "TRANSACTION_ROLLBACK"}
 _COMPRESSION = {1: "LZ4", 2: "ZSTD", 3: "ZLIB"}
 _TIME_FIELDS = {"bornTimestamp", "storeTimestamp", "beginTimestamp", "endTimestamp", "currWriteTime",
-                "physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "lastReadTimeMs", "timestamp"}
+                "physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp", "lastReadTimeMs", "timestamp",
+                "msgStoreTime"}
 
 
 def _iso(ms: int) -> str:
@@ -127,6 +129,8 @@ def describe(name: str, value: Any) -> str:
         return f"{value:#x}" + (f" ({' | '.join(names)})" if names else "")
     if name in _TIME_FIELDS and isinstance(value, int):
         return f"{value} ({_iso(value)})"
+    if name == "tagsCode" and isinstance(value, int) and is_ext_addr(value):
+        return f"{value} (ConsumeQueueExt address, ext offset {undecorate(value)})"
     if name == "ip" and isinstance(value, bytes | bytearray):
         try:
             return str(ipaddress.ip_address(bytes(value)))
@@ -212,8 +216,18 @@ COLUMNS: dict[str, list[tuple[str, Any]]] = {
                 ("msgId", "msgId"), ("body", lambda d: _short(d.get("body", "<binary>"), 30)),
                 ("problem", "problem")],
     "cq-unit": [("pos", "pos"), ("topic", "topic"), ("queueId", "queueId"), ("queueOffset", "queueOffset"),
-                ("commitLogOffset", "commitLogOffset"), ("size", "size"), ("tagsCode", "tagsCode"),
+                ("commitLogOffset", "commitLogOffset"), ("size", "size"),
+                ("tagsCode", lambda d: f"ext@{d['extOffset']}" if "extOffset" in d else d["tagsCode"]),
                 ("message", lambda d: _short((d.get("message") or {}).get("msgId") or "", 34))],
+    "bcq-unit": [("pos", "pos"), ("topic", "topic"), ("queueId", "queueId"), ("msgBaseOffset", "msgBaseOffset"),
+                 ("batchSize", "batchSize"), ("commitLogOffset", "commitLogOffset"), ("size", "size"),
+                 ("tagsCode", "tagsCode"), ("storeTime", lambda d: _iso(d["storeTimestamp"])),
+                 ("compactedOffset", "compactedOffset"),
+                 ("message", lambda d: _short((d.get("message") or {}).get("msgId") or "", 34))],
+    "cq-ext-unit": [("pos", "pos"), ("topic", "topic"), ("queueId", "queueId"), ("extOffset", "extOffset"),
+                    ("extAddr", "extAddr"), ("size", "size"), ("tagsCode", "tagsCode"),
+                    ("msgStoreTime", lambda d: _iso(d["msgStoreTime"])), ("bitMapSize", "bitMapSize"),
+                    ("filterBitMap", "filterBitMap")],
     "index-entry": [("pos", "pos"), ("entry", "entry"), ("keyHash", "keyHash"), ("phyOffset", "phyOffset"),
                     ("timeDiff", "timeDiff"), ("prevIndex", "prevIndex"),
                     ("storeTime", lambda d: _iso(d["storeTimestamp"]))],
@@ -252,7 +266,7 @@ def write_table(items: Iterable[Item], out: IO[str], *, width: int | None = None
         for chunk in rows:
             docs = [it.to_json() for it in chunk]
             n += len(chunk)
-            if kind in ("problem", "blank", "timerlog-blank", "index-header", "checkpoint", "timercheck", "config"):
+            if kind in ("problem", "blank", "timerlog-blank", "cq-ext-blank", "index-header", "checkpoint", "timercheck", "config"):
                 for d in docs:
                     console.print(f"{d['path']} @ {d['pos']}: " + ", ".join(
                         f"{k}={_short(json.dumps(v, ensure_ascii=False) if isinstance(v, dict | list) else v, 80)}"

@@ -87,6 +87,11 @@ def plan_repair(root: Path, cfg: LayoutConfig | None = None, *, now_ms: int | No
     root = Path(root)
     if not (root / "commitlog").is_dir():
         raise InvalidInput(f"{root}: not a store directory (no commitlog/)")
+    if any((root / "batchconsumequeue").glob("*/*")):
+        # the rebuild below writes ConsumeQueue units for every record and clamps consumer offsets to
+        # record counts: both wrong for BatchCQ topics, whose queues count messages of inner batches
+        raise InvalidInput(f"{root}: holds BatchConsumeQueues (batchconsumequeue/), which repair does not "
+                           "rebuild yet; `rmqtool verify` checks them")
     cfg = cfg or load_layout_config(root)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime((now_ms or int(time.time() * 1000)) / 1000))
     plan = Plan(root, root / f"repair-{stamp}")

@@ -1,7 +1,7 @@
 """`rmqtool verify`: every check RocketMQ's recovery makes, and the cross-checks it does not.
 
-`check_store(root)` yields `Problem`s in a stable order: CommitLog, ConsumeQueues, index files,
-TimerLog, timer wheel, checkpoints, configs. Everything is read-only.
+`check_store(root)` yields `Problem`s in a stable order: CommitLog, ConsumeQueues,
+BatchConsumeQueues, index files, ConsumeQueueExt files, TimerLog, timer wheel, checkpoints, configs. Everything is read-only.
 """
 
 from __future__ import annotations
@@ -14,13 +14,16 @@ from pathlib import Path
 
 from rmqtool.errors import InvalidInput
 from rmqtool.inspect import derive
+from rmqtool.inspect.bcq import BCQ_DIR
 from rmqtool.inspect.commitlog import CommitLogReader, ScanResult, scan_commitlog_parallel
 from rmqtool.inspect.configs import ConfigError, int_keyed, is_config_file, load_config
 from rmqtool.inspect.cq import CqEnd, QueueRange, iter_units, queue_dirs
+from rmqtool.inspect.cqext import CQ_EXT_DIR, ExtReader
 from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, queue_files, relpath
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.problems import Problem
 from rmqtool.inspect.timercheck import TimerLogEnd, check_timerlog_units, check_wheel_slots, iter_timerlog
+from rmqtool.inspect.verify_queues import check_batch_consume_queues, check_ext_files, ext_unit_diffs
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT
 from rmqtool.layouts.constants import (
     CQ_STORE_UNIT_SIZE,
@@ -30,6 +33,7 @@ from rmqtool.layouts.constants import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
 )
+from rmqtool.layouts.cqext import is_ext_addr
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
 from rmqtool.layouts.message import Blank, RecordError
 
@@ -62,7 +66,9 @@ def check_store(root: Path, *, check_crc: bool = True, state: VerifyState | None
     st.files_checked += len(files)
     with CommitLogReader(files) as reader:
         yield from check_consume_queues(root, reader, st)
+        yield from check_batch_consume_queues(root, reader, st)
         yield from check_index_files(root, reader, st)
+    yield from check_ext_files(root, st)
     yield from check_timerlog_units(root, st.cfg)
     yield from check_wheel_slots(root, st.cfg)
     yield from check_checkpoints(root, st)
@@ -98,6 +104,7 @@ def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -
                               f"ConsumeQueue file is {size} bytes, expected {cfg.cq_file_size}")
             prev_end = qf.base + size
         end = CqEnd()
+        ext = ExtReader(root / CQ_EXT_DIR / topic / str(qid))
         rng.min_offset = files[0].base // CQ_STORE_UNIT_SIZE
         found_min = False
         last = None
@@ -122,7 +129,8 @@ def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -
                     past_end = (rel, u)
                 past_count += 1
                 continue
-            yield from _check_unit(u, rel, topic, qid, reader, st)
+            yield from _check_unit(u, rel, topic, qid, reader, st, ext)
+        ext.close()
         if past_end is not None:
             rel, u = past_end
             yield Problem(rel, u.pos, "cq-unit-mismatch",
@@ -147,13 +155,14 @@ def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -
                           f"the CommitLog holds queue offsets up to {stat.max_queue_offset}, the ConsumeQueue "
                           f"ends at {rng.max_offset}; `rmqtool repair` rebuilds it")
     for (topic, qid), stat in sorted(scan.queues.items()):
-        if (topic, qid) not in seen:
+        if (topic, qid) not in seen and not (root / BCQ_DIR / topic / str(qid)).is_dir():  # a BatchCQ topic
             yield Problem(f"consumequeue/{topic}/{qid}", 0, "cq-missing-units",
                           f"{stat.count} CommitLog records of this queue have no ConsumeQueue; "
                           "`rmqtool repair` rebuilds it")
 
 
-def _check_unit(u, rel: str, topic: str, qid: int, reader: CommitLogReader, st: VerifyState) -> Iterator[Problem]:
+def _check_unit(u, rel: str, topic: str, qid: int, reader: CommitLogReader, st: VerifyState,
+                ext: ExtReader | None = None) -> Iterator[Problem]:
     try:
         msg = reader.read(u.commit_log_offset, check_crc=False, read_body=False)
     except (RecordError, Blank) as e:
@@ -169,7 +178,9 @@ def _check_unit(u, rel: str, topic: str, qid: int, reader: CommitLogReader, st: 
         diffs.append(f"record's queueOffset is {msg.queue_offset}")
     if not diffs:
         want = derive.tags_code(msg, st.cfg)
-        if want != u.tags_code and not (topic == SCHEDULE_TOPIC and u.tags_code > 0):
+        if is_ext_addr(u.tags_code):  # enableConsumeQueueExt: the tags and store time are in the ext unit
+            diffs.extend(ext_unit_diffs(ext, u.tags_code, msg, want))
+        elif want != u.tags_code and not (topic == SCHEDULE_TOPIC and u.tags_code > 0):
             diffs.append(f"tagsCode {u.tags_code}, the record's tags give {want}")
     if diffs:
         yield Problem(rel, u.pos, "cq-unit-mismatch",

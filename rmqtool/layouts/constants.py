@@ -73,3 +73,8 @@ TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 AUTO_CREATE_TOPIC_KEY = "TBW102"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+# BatchConsumeQueue and ConsumeQueueExt (store/queue/BatchConsumeQueue.java, store/ConsumeQueueExt.java)
+BCQ_STORE_UNIT_SIZE = 46
+DEFAULT_BCQ_FILE_SIZE = 300_000 * BCQ_STORE_UNIT_SIZE  # mapperFileSizeBatchConsumeQueue
+DEFAULT_CQ_EXT_FILE_SIZE = 48 * 1024 * 1024  # mappedFileSizeConsumeQueueExt

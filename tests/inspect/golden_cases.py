@@ -61,6 +61,22 @@ CASES.update({
     "commitlog-crc.table": ("commitlog", "damaged-crc-mismatch/commitlog", {"view": "table", "limit": 8}),
     "config-bad.json": ("config", "damaged-bad-config/config", {"view": "json"}),
 })
+# BatchConsumeQueue and ConsumeQueueExt, from the good-bcq-ext store (make_queue_fixtures.py)
+for _kind, _path in (("batchconsumequeue", "good-bcq-ext"), ("consumequeue_ext", "good-bcq-ext/consumequeue_ext")):
+    for _view in ("json", "table", "hex"):
+        CASES[f"{_kind}.{_view}"] = (_kind, _path, {"view": _view})
+CASES.update({
+    "batchconsumequeue-offset.json": ("batchconsumequeue", "good-bcq-ext/batchconsumequeue/BatchTopic/0",
+                                      {"view": "json", "offset": 5, "limit": 2}),
+    "batchconsumequeue-follow.json": ("batchconsumequeue", "good-bcq-ext", {"view": "json", "queue": 1,
+                                                                            "follow": True}),
+    "batchconsumequeue-tag.table": ("batchconsumequeue", "good-bcq-ext", {"view": "table", "tag": "TagB"}),
+    "consumequeue_ext-offset.hex": ("consumequeue_ext", "good-bcq-ext", {"view": "hex", "offset": 96}),
+    "consumequeue-ext-addr.table": ("consumequeue", "good-bcq-ext/consumequeue", {"view": "table"}),
+    "consumequeue-ext-addr.hex": ("consumequeue", "good-bcq-ext", {"view": "hex", "offset": 4, "limit": 2}),
+    "consumequeue-ext-follow.json": ("consumequeue", "good-bcq-ext/consumequeue/ExtTopic/0",
+                                     {"view": "json", "follow": True, "limit": 2}),
+})
 
 
 def render_case(stores: Path, name: str) -> str:

@@ -9,17 +9,19 @@ import pytest
 
 from rmqtool.inspect.configs import parse_config_text
 from rmqtool.inspect.fieldtree import walk
-from rmqtool.layouts import checkpoint, commitlog, consumequeue, index, timer
+from rmqtool.layouts import batchcq, checkpoint, commitlog, consumequeue, cqext, index, timer
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ROOT / "formats"
 VECTORS = ROOT / "fixtures" / "vectors"
-DOCS = ["commitlog.md", "consumequeue.md", "index.md", "timerlog.md", "timerwheel.md", "checkpoint.md",
-        "timercheck.md", "configs.md"]
+DOCS = ["commitlog.md", "consumequeue.md", "batchconsumequeue.md", "consumequeue_ext.md", "index.md", "timerlog.md",
+        "timerwheel.md", "checkpoint.md", "timercheck.md", "configs.md"]
 LAYOUTS = {
     "CommitLogRecord": (commitlog.CommitLogRecord, "v1_commitlog_record_TopicTest.bin"),
     "CommitLogBlank": (commitlog.CommitLogBlank, "commitlog_eof_blank.bin"),
     "CqUnit": (consumequeue.CqUnit, "cq_unit_TopicTest_0.bin"),
+    "BcqUnit": (batchcq.BcqUnit, None),
+    "CqExtUnit": (cqext.CqExtUnit, None),
     "IndexHeader": (index.IndexHeader, "index_header_after_2_keys.bin"),
     "IndexSlot": (index.IndexSlot, None),
     "IndexEntry": (index.IndexEntry, None),
@@ -49,6 +51,8 @@ def _example(layout, vector: str | None) -> bytes:
         return (VECTORS / vector).read_bytes()
     if layout is timer.TimerLogBlank:
         return bytes(12) + (-875286124).to_bytes(4, "big", signed=True)
+    if layout is cqext.CqExtUnit:  # with a bit map, so the variable field is walked too
+        return cqext.CQ_EXT_HEAD.pack(28, 2598919, 1764460800070, 8) + bytes(range(8))
     return bytes(layout.sizeof())
 
 

@@ -9,7 +9,8 @@ import pytest
 from tests.inspect.golden_cases import CASES, golden_path, render_case, verify_case
 
 REGEN = os.environ.get("RMQTOOL_REGEN_GOLDEN") == "1"
-STORES = ["good", "damaged-torn-tail", "damaged-crc-mismatch", "damaged-bad-magic", "damaged-phys-offset-mismatch",
+STORES = ["good", "good-bcq-ext", "damaged-bcq-wrong-batch-size", "damaged-cq-ext-wrong-tags",
+          "damaged-torn-tail", "damaged-crc-mismatch", "damaged-bad-magic", "damaged-phys-offset-mismatch",
           "damaged-cq-wrong-offset", "damaged-wheel-slot-mismatch", "damaged-timerlog-unit-bad",
           "damaged-index-entry-bad", "damaged-bad-config", "damaged-delay-offset-out-of-range",
           "damaged-consumer-offset-out-of-range", "damaged-checkpoint-ahead", "damaged-gap-between-files"]

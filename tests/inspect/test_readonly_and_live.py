@@ -43,10 +43,13 @@ def test_nothing_is_opened_for_writing(stores, monkeypatch):
     monkeypatch.setattr(mmap, "mmap", GuardedMmap)
     root = stores / "damaged-crc-mismatch"
     assert list(check_store(root))
-    for kind in KINDS:
-        path = root if kind in ("store", "consumequeue", "index", "timerlog", "timerwheel", "config") else (
-            root / {"commitlog": "commitlog", "checkpoint": "checkpoint", "timercheck": "config/timercheck"}[kind])
-        write_hex(dissect(kind, path, Filters(raw=True, follow=True)), io.StringIO())
+    assert not list(check_store(stores / "good-bcq-ext"))
+    for root in (stores / "damaged-crc-mismatch", stores / "good-bcq-ext"):
+        for kind in KINDS:
+            path = root if kind in ("store", "consumequeue", "batchconsumequeue", "consumequeue_ext", "index",
+                                    "timerlog", "timerwheel", "config") else (
+                root / {"commitlog": "commitlog", "checkpoint": "checkpoint", "timercheck": "config/timercheck"}[kind])
+            write_hex(dissect(kind, path, Filters(raw=True, follow=True)), io.StringIO())
     assert seen
 
 

@@ -15,11 +15,13 @@ runner = CliRunner()
 DAMAGED = ["damaged-torn-tail", "damaged-crc-mismatch", "damaged-bad-magic", "damaged-phys-offset-mismatch",
            "damaged-cq-wrong-offset", "damaged-wheel-slot-mismatch", "damaged-timerlog-unit-bad",
            "damaged-index-entry-bad", "damaged-bad-config", "damaged-delay-offset-out-of-range",
-           "damaged-consumer-offset-out-of-range", "damaged-checkpoint-ahead", "damaged-gap-between-files"]
+           "damaged-consumer-offset-out-of-range", "damaged-checkpoint-ahead", "damaged-gap-between-files",
+           "damaged-bcq-wrong-batch-size", "damaged-cq-ext-wrong-tags"]
 
 
 def test_good_store_is_clean_and_exits_0(stores):
     assert list(check_store(stores / "good")) == []
+    assert list(check_store(stores / "good-bcq-ext")) == []  # BatchConsumeQueues, ext addresses
     result = runner.invoke(app, ["verify", str(stores / "good")])
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
