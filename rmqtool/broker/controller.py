@@ -137,7 +137,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.hold = PullHoldService(self.loop)
-        self.store.dispatch_listeners.append(self._on_dispatch)
+        self.store.arrival_listeners.append(self._on_arrival)
         self.register_broker_all()
         for svc in getattr(self.local, "services", []):
             svc.start()
@@ -173,7 +173,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             with contextlib.suppress(Exception):
                 svc.stop()
         with contextlib.suppress(ValueError):
-            self.store.dispatch_listeners.remove(self._on_dispatch)
+            self.store.arrival_listeners.remove(self._on_arrival)
         await asyncio.get_running_loop().run_in_executor(None, self.executor.shutdown, True)
         with contextlib.suppress(Exception):
             self.local.offsets.persist()
@@ -227,10 +227,10 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             r = await r
         return r
 
-    def _on_dispatch(self, req: Any) -> None:
+    def _on_arrival(self, topic: str, queue_id: int) -> None:
         hold = self.hold
         if hold is not None:
-            hold.notify_threadsafe(req.topic, req.queue_id)
+            hold.notify_threadsafe(topic, queue_id)
 
     # ------------------------------------------------------------ name server registration
     def topic_config_wrapper(self) -> TopicConfigSerializeWrapper:

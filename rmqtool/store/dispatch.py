@@ -11,7 +11,7 @@ live one.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rmqtool.layouts import properties as P
@@ -133,12 +133,13 @@ class Dispatcher:
                                    req.store_timestamp)
 
     def dispatch_appended(self, msgs: list[MessageExt], store_timestamp: int, delay_levels_ms: list[int],
-                          requests: list[DispatchRequest] | None = None) -> None:
+                          requests: list[DispatchRequest] | None = None) -> Iterable[tuple[str, int]]:
         """`dispatch` for records just appended (offsets filled in by the CommitLog), in order.
 
         The units of one queue are written together and the index keys of all records hashed
         together; the files come out byte for byte as from one `dispatch` per record (the path
         recovery takes). With `requests`, the DispatchRequests for the listeners are added to it.
+        Returns the (topic, queueId) pairs that got units, each once, for arrival listeners.
         """
         if len(msgs) == 1 and requests is None:  # a single put: the per-record path, no batch bookkeeping
             msg = msgs[0]
@@ -150,10 +151,13 @@ class Dispatcher:
                 self.cqs.find_or_create(topic, msg.queue_id).put(msg.commit_log_offset, msg.total_size, tags_code,
                                                                  msg.queue_offset)
                 self.last_cq_store_timestamp = store_timestamp
+                arrived: Iterable[tuple[str, int]] = ((topic, msg.queue_id),)
+            else:
+                arrived = ()
             if self.index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
                 self.index.build_index(topic, msg.commit_log_offset, store_timestamp, props.get(P.UNIQ_KEY),
                                        props.get(P.KEYS), store_timestamp)
-            return
+            return arrived
         units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
         index_records: list[tuple[str, int, int, str | None, str | None]] = []
         indexing = self.index is not None
@@ -186,3 +190,4 @@ class Dispatcher:
         if index_records:
             assert self.index is not None
             self.index.build_index_batch(index_records)
+        return units.keys()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rmqtool.errors import StoreError, StoreLocked
+from rmqtool.layouts.constants import TRANSACTION_PREPARED_TYPE
 from rmqtool.layouts.consumequeue import CQ_BLANK_UNIT, CQ_UNIT
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
 from rmqtool.layouts.javahash import java_string_hash
@@ -190,6 +191,28 @@ def test_dispatch_listeners_see_requests_in_append_order(store_dir):
         store.dispatch_listeners.append(lambda req: seen.append((req.commit_log_offset, req.consume_queue_offset)))
         results = store.put_messages([make_msg(i) for i in range(5)])
         assert seen == [(r.wrote_offset, r.queue_offset) for r in results]
+
+
+def test_arrival_listeners_hear_each_queue_once_per_put_after_its_units_are_readable(store_dir):
+    with MessageStore.open(store_dir, small_config()) as store:
+        heard = []
+
+        def listener(topic, queue_id):
+            heard.append((topic, queue_id, store.get_max_offset_in_queue(topic, queue_id)))
+
+        store.arrival_listeners.append(listener)
+        store.put_messages([make_msg(0, queue_id=1), make_msg(1, queue_id=0), make_msg(2, queue_id=1),
+                            make_msg(3, topic="Other")])
+        assert heard == [("TopicTest", 1, 2), ("TopicTest", 0, 1), ("Other", 0, 1)]
+        heard.clear()
+        store.put_message(make_msg(4, queue_id=0))
+        assert heard == [("TopicTest", 0, 2)]
+        heard.clear()
+        half = make_msg(5, queue_id=2)
+        half.sys_flag = TRANSACTION_PREPARED_TYPE  # a PREPARED record gets no unit: nothing arrived
+        store.put_message(half)
+        store.put_messages([make_msg(6, queue_id=3), half])
+        assert heard == [("TopicTest", 3, 1)]
 
 
 def test_put_hook_may_rewrite_the_topic(store_dir):

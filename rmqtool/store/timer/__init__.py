@@ -26,7 +26,7 @@ def attach_to_store(store: Any, *, read_only: bool = False) -> tuple[ScheduleMes
     if not read_only:
         if not any(getattr(h, "rmqtool_schedule_hook", False) for h in store.put_hooks):
             store.put_hooks.append(make_schedule_hook(store.config, timer.clock, schedule.max_delay_level))
-        store.dispatch_listeners.append(timer.wakeup)
+        store.arrival_listeners.append(timer.wakeup)
     return schedule, timer
 
 

@@ -42,7 +42,6 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.timer import TIMERLOG_UNIT
-from rmqtool.store.dispatch import DispatchRequest
 from rmqtool.store.timer.hooks import snap_precision
 from rmqtool.store.timer.timercheck import TimerCheckpoint
 from rmqtool.store.timer.timerlog import TimerLog, TimerUnit, pack_unit
@@ -693,14 +692,14 @@ class TimerMessageStore:
                     self.timer_log.delete_expired_by_offset(min_phy)
         return delivered
 
-    def wakeup(self, req: DispatchRequest | None = None) -> None:
-        """Dispatch listener: a message was parked on the timer topic; let the thread enqueue it now.
+    def wakeup(self, topic: str = TIMER_TOPIC, queue_id: int = 0) -> None:
+        """Arrival listener: a message was parked on the timer topic; let the thread enqueue it now.
 
         Only records on `rmq_sys_wheel_timer` give the enqueue anything to do (delivery runs on
-        the thread's own clock), so other records never wake it: a wake-up per stored message
+        the thread's own clock), so other queues never wake it: a wake-up per stored message
         made every send pay a thread switch and an idle `run_due`.
         """
-        if req is not None and req.topic != TIMER_TOPIC:
+        if topic != TIMER_TOPIC:
             return
         if not self._wake.is_set():  # set() takes the Event's lock even when already set
             self._wake.set()
