@@ -6,6 +6,13 @@ and the ratio to writing the same number of bytes with plain sequential writes +
 
     python benchmarks/append.py [--seconds 2] [--dir DIR]
 
+With `--floor` it prints the least Python work one 1 KiB message can cost: making the
+MessageExt this script sends, one struct pack + CRC + copy of its record, one ConsumeQueue unit
+and two index entries (no queue offsets, checks, file ends or bookkeeping), next to what
+`put_messages` costs in the same run: how far a pure-Python store can go on this machine.
+
+    python benchmarks/append.py --floor
+
 With `--open N[,N...]` it instead times MessageStore.open on a store of N messages (1 KiB bodies)
 after kill -9 of the writer (abnormal recovery) and after a clean close, against reading every
 CommitLog byte once in the same run.
@@ -19,6 +26,7 @@ import argparse
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -88,6 +96,78 @@ def run_case(root: Path, body_size: int, flush: str, threads: int, batch: int,
     store.close()
     shutil.rmtree(root, ignore_errors=True)
     return sum(counts), nbytes, dt, cpu
+
+
+def floor_main(n: int = 200_000) -> None:
+    """Per-message µs of the bare minimum an append does, against put_messages(128) on the same messages."""
+    import mmap
+    import zlib
+
+    from rmqtool.layouts.constants import MESSAGE_MAGIC_CODE
+    from rmqtool.layouts.consumequeue import CQ_UNIT
+    from rmqtool.layouts.index import INDEX_ENTRY
+    from rmqtool.layouts.message import _FIXED, topic_field
+    from rmqtool.layouts.net import pack_host
+
+    body = os.urandom(1024)
+    t = time.perf_counter()
+    msgs = [message(i, body) for i in range(n)]
+    make = time.perf_counter() - t
+    head, topic_b = _FIXED[False, False], topic_field("BenchTopic")[0]
+    host = pack_host(msgs[0].born_host)
+    log = mmap.mmap(-1, n * 1200)
+    t = time.perf_counter()
+    pos, pack, crc32, i16 = 0, head.pack, zlib.crc32, struct.Struct(">h").pack
+    for b in range(0, n, 128):
+        parts: list[bytes] = []
+        start = pos
+        for m in msgs[b : b + 128]:
+            props = "\x02".join(map("\x01".join, m.properties.items())).encode()
+            size = head.size + len(m.body) + len(topic_b) + 2 + len(props)
+            parts += (pack(size, MESSAGE_MAGIC_CODE, crc32(m.body) & 0x7FFFFFFF, m.queue_id, 0, 0, pos, 0, m.born_timestamp,
+                           host, 0, host, 0, 0, len(m.body)), m.body, topic_b, i16(len(props)), props)
+            pos += size
+        log[start:pos] = b"".join(parts)
+    encode = time.perf_counter() - t
+    cq = mmap.mmap(-1, 20 * n)
+    t = time.perf_counter()
+    cq_pack = CQ_UNIT.pack_into
+    for i in range(n):
+        cq_pack(cq, 20 * i, i * 1100, 1100, 12345)
+    unit = time.perf_counter() - t
+    slots = 5_000_000
+    index = mmap.mmap(-1, 40 + 4 * slots + 40 * n + 20)
+    t = time.perf_counter()
+    i32 = struct.Struct(">i")
+    read, write, entry, count, base = i32.unpack_from, i32.pack_into, INDEX_ENTRY.pack_into, 1, 40 + 4 * slots
+    for i, m in enumerate(msgs):  # Python's own str hash stands in for Java's: cheaper than the real one
+        props = m.properties
+        for h in (hash(props["UNIQ_KEY"]) & 0x7FFFFFFF, hash(props["KEYS"]) & 0x7FFFFFFF):
+            slot = 40 + (h % slots) * 4
+            entry(index, base + count * 20, h, i * 1100, 0, read(index, slot)[0])
+            write(index, slot, count)
+            count += 1
+    keys = time.perf_counter() - t
+    root = Path(tempfile.mkdtemp(prefix="rmq-floor-"))
+    try:
+        store = MessageStore.open(root / "store", StoreConfig())
+        t = time.perf_counter()
+        for b in range(0, n, 128):
+            store.put_messages(msgs[b : b + 128])
+        put = time.perf_counter() - t
+        store.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    us = {k: v / n * 1e6 for k, v in
+          [("make the MessageExt", make), ("record: pack, CRC, copy", encode), ("ConsumeQueue unit", unit),
+           ("two index entries", keys)]}
+    for name, v in us.items():
+        print(f"{name:40} {v:6.2f} µs/msg")
+    least = us["record: pack, CRC, copy"] + us["ConsumeQueue unit"] + us["two index entries"]
+    print(f"{'floor of the store part':40} {least:6.2f} µs/msg  (at most {1e6 / least:,.0f} msg/s; "
+          f"{1e6 / (least + us['make the MessageExt']):,.0f} with making the messages)")
+    print(f"{'put_messages(128), same messages':40} {put / n * 1e6:6.2f} µs/msg  ({n / put:,.0f} msg/s, "
+          f"{put / n * 1e6 / least:.2f}x the floor)")
 
 
 _WRITER = """
@@ -160,8 +240,12 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=2.0, help="duration of each case")
     ap.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
     ap.add_argument("--sizes", default="128,1024,4096")
+    ap.add_argument("--floor", action="store_true", help="print the least Python work per message instead")
     ap.add_argument("--open", default=None, help="message counts: time store open instead of appends")
     args = ap.parse_args()
+    if args.floor:
+        floor_main()
+        return
     base = Path(tempfile.mkdtemp(dir=args.dir, prefix="rmq-bench-"))
     try:
         if args.open:
