@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from rmqtool.inspect.cq import CqEnd
-from rmqtool.inspect.files import QueueFile, ReadOnlyFile
+from rmqtool.inspect.files import QueueFile, ReadOnlyFile, queue_files
 from rmqtool.layouts.batchcq import BCQ_UNIT
 from rmqtool.layouts.constants import BCQ_STORE_UNIT_SIZE
 
@@ -56,3 +57,34 @@ def iter_bcq_units(files: list[QueueFile], end: CqEnd | None = None) -> Iterator
                 pos += BCQ_STORE_UNIT_SIZE
     if end is not None and files:
         end.file, end.pos = files[-1], files[-1].path.stat().st_size
+
+
+@dataclass
+class BcqRange:
+    """[min, max) of a BatchConsumeQueue in queue offsets (messages), and how it is stored."""
+
+    min_offset: int = 0
+    max_offset: int = 0
+    max_phys_end: int = -1  # lastUnit.commitLogOffset + size
+    units: int = 0
+    files: int = 0
+
+
+def bcq_range(directory: Path, commitlog_min: int = 0) -> BcqRange:
+    """max = the last unit's msgBaseOffset + batchSize (`reviseMaxOffsetInQueue`); min = the
+    msgBaseOffset of the first unit whose record is at or above the CommitLog min (as verify)."""
+    files = queue_files(directory)
+    r = BcqRange(files=len(files))
+    found_min = False
+    last = None
+    for u in iter_bcq_units(files):
+        last = u
+        r.units += 1
+        if not found_min and u.commit_log_offset >= commitlog_min:
+            found_min, r.min_offset = True, u.msg_base_offset
+    if last is not None:
+        r.max_offset = last.end_offset
+        r.max_phys_end = last.commit_log_offset + last.size
+    if not found_min:
+        r.min_offset = r.max_offset
+    return r

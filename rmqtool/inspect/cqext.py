@@ -117,3 +117,30 @@ class ExtReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass
+class ExtRange:
+    """The byte range of one queue's ext stream and how many units it holds."""
+
+    min_offset: int = 0  # the first file's base (`ConsumeQueueExt.getMinAddress`, undecorated)
+    max_offset: int = 0  # the last file's base + its units' end (`getMaxAddress`, undecorated)
+    units: int = 0
+    damaged: int = 0  # units that cannot be read (each ends its file's data)
+    files: int = 0
+
+
+def ext_range(directory: Path) -> ExtRange:
+    files = queue_files(directory)
+    r = ExtRange(files=len(files))
+    if not files:
+        return r
+    r.min_offset, r.max_offset = files[0].base, files[-1].base
+    for e in iter_ext_units(files):
+        if e.problem is not None:
+            r.damaged += 1
+        elif not e.is_end_of_file:
+            r.units += 1
+            if e.file is files[-1]:
+                r.max_offset = e.offset + e.size
+    return r

@@ -11,12 +11,16 @@ import mmap
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from rmqtool.errors import InvalidInput, StoreError
 
-OFFSET_NAME = re.compile(r"^\d{20}$")
+# The offset-named files of a mapped-file queue: the store's one listing (`MappedFileQueue.load`'s
+# filter), under the names inspect has always used.
+from rmqtool.store.mappedfile import OFFSET_NAME
+from rmqtool.store.mappedfile import OffsetFile as QueueFile
+from rmqtool.store.mappedfile import offset_files as queue_files
+
 INDEX_NAME = re.compile(r"^\d{17}$")
 _CHUNK = 1 << 20
 _ZEROS = bytes(_CHUNK)
@@ -115,26 +119,6 @@ def _seek_unsupported(fd: int) -> bool:
         import errno
 
         return e.errno != errno.ENXIO
-
-
-@dataclass(frozen=True)
-class QueueFile:
-    """One file of a mapped-file queue: its name is the offset of its first byte."""
-
-    path: Path
-    base: int
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-
-def queue_files(directory: Path) -> list[QueueFile]:
-    """The offset-named files of a mapped-file queue, in order (`MappedFileQueue.doLoad`)."""
-    if not directory.is_dir():
-        return []
-    out = [QueueFile(p, int(p.name)) for p in directory.iterdir() if OFFSET_NAME.match(p.name) and p.is_file()]
-    return sorted(out, key=lambda f: f.base)
 
 
 def as_queue_files(path: Path) -> list[QueueFile]:

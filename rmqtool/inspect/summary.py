@@ -1,6 +1,7 @@
 """`inspect store`: one screen about a whole store directory.
 
-Topics and queues with their offset ranges, the CommitLog range, checkpoint times in ISO form,
+Topics and queues with their offset ranges (ConsumeQueues, BatchConsumeQueues in messages, and
+the byte ranges of ConsumeQueueExt streams), the CommitLog range, checkpoint times in ISO form,
 delay-level progress beside the SCHEDULE_TOPIC_XXXX queues and consumer lag per group.
 """
 
@@ -10,9 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rmqtool.errors import InvalidInput
+from rmqtool.inspect.bcq import BCQ_DIR, bcq_range
 from rmqtool.inspect.commitlog import ScanResult, scan_commitlog
 from rmqtool.inspect.configs import ConfigError, int_keyed, load_config
 from rmqtool.inspect.cq import queue_dirs, queue_range
+from rmqtool.inspect.cqext import CQ_EXT_DIR, ext_range
 from rmqtool.inspect.dissect import dissect_checkpoint, dissect_timercheck, iso
 from rmqtool.inspect.files import queue_files
 from rmqtool.inspect.layoutconfig import load_layout_config
@@ -52,6 +55,20 @@ def summarize_store(root: Path, f: Filters, progress=None) -> Iterator[Item]:
             yield Item("store", f"consumequeue/{topic}/{qid}", 0, {
                 "section": "queue", "topic": topic, "queueId": qid, "minOffset": rng.min_offset,
                 "maxOffset": rng.max_offset, "messages": rng.max_offset - rng.min_offset})
+    for topic, qid, qdir in queue_dirs(root / BCQ_DIR):  # BatchCQ topics (queue.type=BatchCQ)
+        brng = bcq_range(qdir, scan.min_offset)
+        ranges[(topic, qid)] = brng  # as verify: consumer offsets count messages, not units
+        if (f.topic is None or topic == f.topic) and (f.queue is None or qid == f.queue):
+            yield Item("store", f"{BCQ_DIR}/{topic}/{qid}", 0, {
+                "section": "batchqueue", "topic": topic, "queueId": qid, "minOffset": brng.min_offset,
+                "maxOffset": brng.max_offset, "messages": brng.max_offset - brng.min_offset, "units": brng.units,
+                "files": brng.files})
+    for topic, qid, qdir in queue_dirs(root / CQ_EXT_DIR):  # enableConsumeQueueExt
+        if (f.topic is None or topic == f.topic) and (f.queue is None or qid == f.queue):
+            erng = ext_range(qdir)
+            yield Item("store", f"{CQ_EXT_DIR}/{topic}/{qid}", 0, {
+                "section": "queueext", "topic": topic, "queueId": qid, "minOffset": erng.min_offset,
+                "maxOffset": erng.max_offset, "units": erng.units, "problems": erng.damaged, "files": erng.files})
     delay_path = root / "config" / "delayOffset.json"
     if delay_path.is_file():
         try:

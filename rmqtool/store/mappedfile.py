@@ -14,6 +14,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rmqtool.errors import StoreError
@@ -23,13 +24,39 @@ RELEASE_BEHIND = 32 << 20  # flushed bytes kept mapped in RSS behind the write p
 # again: at 300,000 timer enqueues/s a 2 s period let the scan pull ~130 MB back into RSS
 RELEASE_READ_BACK_EVERY_S = 0.5
 
-_NAME = re.compile(r"^\d{20}$")
+OFFSET_NAME = re.compile(r"^\d{20}$")  # UtilAll.offset2FileName
 _ZERO_CHUNK = bytes(1 << 20)
 
 
 def offset_to_file_name(offset: int) -> str:
     """`UtilAll.offset2FileName`: 20 digits, zero-padded."""
     return f"{offset:020d}"
+
+
+@dataclass(frozen=True)
+class OffsetFile:
+    """One file of a mapped-file queue: its name is the offset of its first byte (`base`)."""
+
+    path: Path
+    base: int
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def offset_files(directory: Path) -> list[OffsetFile]:
+    """The files of a mapped-file queue's directory, in offset order, without opening them.
+
+    Only regular files with a 20-digit name count, as `MappedFileQueue.load` takes them; anything
+    else (a short or long digit name, a temp file, a subdirectory) is left out. A directory that
+    does not exist has none.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    out = [OffsetFile(p, int(p.name)) for p in directory.iterdir() if OFFSET_NAME.match(p.name) and p.is_file()]
+    return sorted(out, key=lambda f: f.base)
 
 
 def open_mapped(path: Path, size: int, *, create: bool = False, read_only: bool = False,
@@ -184,7 +211,7 @@ class MappedFileQueue:
             return
         if not self.directory.is_dir():
             raise StoreError(f"{self.directory} is not a directory")
-        names = sorted(p for p in self.directory.iterdir() if p.is_file() and _NAME.match(p.name))
+        names = sorted(p for p in self.directory.iterdir() if p.is_file() and OFFSET_NAME.match(p.name))
         for i, path in enumerate(names):
             size = path.stat().st_size
             if size == 0 and i == len(names) - 1:

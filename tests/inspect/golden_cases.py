@@ -76,7 +76,10 @@ CASES.update({
     "consumequeue-ext-addr.hex": ("consumequeue", "good-bcq-ext", {"view": "hex", "offset": 4, "limit": 2}),
     "consumequeue-ext-follow.json": ("consumequeue", "good-bcq-ext/consumequeue/ExtTopic/0",
                                      {"view": "json", "follow": True, "limit": 2}),
+    "store-bcq-ext-topic.table": ("store", "good-bcq-ext", {"view": "table", "topic": "BatchTopic"}),
 })
+for _view in ("json", "table", "hex"):  # the store summary's batchqueue and queueext sections
+    CASES[f"store-bcq-ext.{_view}"] = ("store", "good-bcq-ext", {"view": _view})
 
 
 def render_case(stores: Path, name: str) -> str:

@@ -98,3 +98,40 @@ def test_repair_refuses_a_store_with_batch_consume_queues(stores, rmq):
     """Its ConsumeQueue rebuild would give BatchCQ records ConsumeQueue units and clamp their offsets."""
     r = rmq("repair", str(stores / "good-bcq-ext"), "--dry-run")
     assert r.returncode == 2 and b"batchconsumequeue" in r.stderr and b"Traceback" not in r.stderr
+
+
+def test_store_summary_lists_batch_queues_and_ext_streams(stores):
+    """`inspect store`: a BatchConsumeQueue's range is in messages (last msgBaseOffset + batchSize),
+    consumer lag of a BatchCQ topic counts against it, and each ext stream has its byte range."""
+    rows = _json(["inspect", "store", str(stores / "good-bcq-ext")])
+    units = _json(["inspect", "batchconsumequeue", str(stores / "good-bcq-ext")])
+    bcq = {r["queueId"]: r for r in rows if r["section"] == "batchqueue"}
+    assert set(bcq) == {0, 1} and {r["topic"] for r in bcq.values()} == {"BatchTopic"}
+    for qid, r in bcq.items():
+        mine = [u for u in units if u["queueId"] == qid]
+        assert r["maxOffset"] == mine[-1]["msgBaseOffset"] + mine[-1]["batchSize"]
+        assert (r["minOffset"], r["units"]) == (0, len(mine))
+        assert r["messages"] == r["maxOffset"] - r["minOffset"]
+        assert r["files"] == len({u["path"] for u in mine})
+    assert (bcq[0]["maxOffset"], bcq[0]["files"], bcq[1]["maxOffset"]) == (9, 2, 4)
+    lag = {(r["topic"], r["queueId"]): (r["maxOffset"], r["lag"]) for r in rows if r["section"] == "consumer"}
+    assert lag[("BatchTopic", 0)] == (9, 4) and lag[("BatchTopic", 1)] == (4, 0)
+    ext = [r for r in rows if r["section"] == "queueext"]
+    ext_units = [u for u in _json(["inspect", "consumequeue_ext", str(stores / "good-bcq-ext")])
+                 if u.get("type") != "blank"]
+    assert [(r["topic"], r["queueId"]) for r in ext] == [("ExtTopic", 0)]
+    assert ext[0]["maxOffset"] == ext_units[-1]["extOffset"] + ext_units[-1]["size"] == 176
+    assert (ext[0]["minOffset"], ext[0]["units"], ext[0]["problems"], ext[0]["files"]) == (0, len(ext_units), 0, 2)
+    assert [r["section"] for r in _json(["inspect", "store", str(stores / "good-bcq-ext"), "-q", "1"])
+            if r["section"] in ("batchqueue", "queueext")] == ["batchqueue"]
+
+
+def test_bcq_range_min_skips_units_below_the_commitlog_min(stores):
+    from rmqtool.inspect.bcq import bcq_range
+
+    qdir = stores / "good-bcq-ext" / "batchconsumequeue" / "BatchTopic" / "0"
+    units = _json(["inspect", "batchconsumequeue", str(qdir)])
+    r = bcq_range(qdir, units[2]["commitLogOffset"])  # the first two units' CommitLog file expired
+    assert (r.min_offset, r.max_offset, r.units) == (units[2]["msgBaseOffset"], 9, 5)
+    r = bcq_range(qdir, units[-1]["commitLogOffset"] + 1)  # every unit expired: an empty queue at its end
+    assert (r.min_offset, r.max_offset) == (9, 9)

@@ -8,7 +8,8 @@ import struct
 from timer_support import T0, Clock, open_env
 
 from rmqtool.layouts.constants import TIMERLOG_UNIT_SIZE
-from rmqtool.store.timer.check import check_timer_store, iter_timerlog, log_files
+from rmqtool.store.mappedfile import offset_files
+from rmqtool.store.timer.check import check_timer_store, iter_timerlog
 
 LOG0 = "timerlog/00000000000000000000"
 
@@ -49,7 +50,7 @@ def test_a_bad_unit_ends_the_scan_like_recovery(tmp_path):
     _two_in_one_slot(tmp_path)
     _patch(tmp_path / LOG0, TIMERLOG_UNIT_SIZE + 12, struct.pack(">i", 0x40))  # magic with a non-flag bit
     problems: list = []
-    units = list(iter_timerlog(log_files(tmp_path / "timerlog"), problems=problems))
+    units = list(iter_timerlog(offset_files(tmp_path / "timerlog"), problems=problems))
     assert [u.offset for u in units] == [0]
     assert [(p["pos"], p["kind"]) for p in problems] == [(TIMERLOG_UNIT_SIZE, "timerlog-bad-unit")]
     kinds = {p["kind"] for p in check_timer_store(tmp_path)}
@@ -69,3 +70,24 @@ def test_garbage_in_the_timer_files_is_reported_never_raised(tmp_path):
         for p in check_timer_store(tmp_path):
             assert set(p) == {"file", "pos", "kind", "detail"}
             assert isinstance(p["pos"], int) and p["pos"] >= 0 and p["detail"]
+
+
+def test_offset_files_take_what_mapped_file_queue_load_takes(tmp_path):
+    """The one listing behind inspect and the timer check: regular files with 20-digit names, by offset."""
+    d = tmp_path / "q"
+    d.mkdir()
+    for name in ("00000000000000001024", "00000000000000000000", "0", "000000000000000000001",
+                 "00000000000000000000.tmp", "\u00b2" * 20):
+        (d / name).write_bytes(b"")
+    (d / "00000000000000002048").mkdir()
+    assert [(f.name, f.base) for f in offset_files(d)] == [("00000000000000000000", 0),
+                                                            ("00000000000000001024", 1024)]
+    assert offset_files(tmp_path / "missing") == [] and offset_files(d / "0") == []
+
+
+def test_the_timer_check_ignores_files_that_are_not_timerlog_files(tmp_path):
+    """A stray digit-named file in timerlog/ is not a TimerLog file (it once crashed or was scanned)."""
+    _two_in_one_slot(tmp_path)
+    (tmp_path / "timerlog" / "7").write_bytes(b"\x01" * 100)
+    (tmp_path / "timerlog" / ("\u00b2" * 3)).write_bytes(b"")
+    assert list(check_timer_store(tmp_path)) == []

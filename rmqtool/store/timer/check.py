@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
@@ -41,6 +41,7 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import Blank, RecordError, decode_record
 from rmqtool.layouts.timer import TIMER_SLOT, TIMERLOG_UNIT
+from rmqtool.store.mappedfile import OffsetFile, offset_files
 from rmqtool.store.timer.timerlog import TimerUnit, is_magic_ok
 
 Problem = dict[str, object]
@@ -51,26 +52,6 @@ _MAX_RECORD = 1 << 30
 
 def _problem(file: str, pos: int, kind: str, detail: str) -> Problem:
     return {"file": file, "pos": pos, "kind": kind, "detail": detail}
-
-
-class LogFile(NamedTuple):
-    """One offset-named file of a mapped-file queue."""
-
-    path: Path
-    base: int
-
-    @property
-    def name(self) -> str:
-        return self.path.name
-
-
-def log_files(directory: Path) -> list[LogFile]:
-    """The offset-named files of `directory`, in offset order."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return []
-    out = [LogFile(p, int(p.name)) for p in directory.iterdir() if p.name.isdigit() and p.is_file()]
-    return sorted(out, key=lambda f: f.base)
 
 
 @dataclass
@@ -134,7 +115,7 @@ def iter_timerlog(files: Iterable[Any], rel: Callable[[Path], str] = _default_re
 class _UnitReader:
     """Random access to the units a scan found valid: `(base, end of valid units)` per file."""
 
-    def __init__(self, files: list[LogFile], ranges: dict[int, int]) -> None:
+    def __init__(self, files: list[OffsetFile], ranges: dict[int, int]) -> None:
         self.files = {f.base: f for f in files}
         self.ranges = ranges
         self.bases = sorted(ranges)
@@ -157,7 +138,7 @@ class _UnitReader:
         self.fds.clear()
 
 
-def _scan_ranges(files: list[LogFile]) -> dict[int, int]:
+def _scan_ranges(files: list[OffsetFile]) -> dict[int, int]:
     """For each file base, the end offset of its valid units (one cheap pass)."""
     ranges: dict[int, int] = {}
     for u in iter_timerlog(files):
@@ -169,7 +150,7 @@ class _CommitLog:
     """Read-only random access to `commitlog/` by absolute offset."""
 
     def __init__(self, root: Path) -> None:
-        self.files = log_files(Path(root) / "commitlog")
+        self.files = offset_files(Path(root) / "commitlog")
         self.sizes = [f.path.stat().st_size for f in self.files]
         self.min_offset = self.files[0].base if self.files else 0
         self.max_offset = self.files[-1].base + self.sizes[-1] if self.files else 0
@@ -195,7 +176,7 @@ def check_timerlog_targets(root: Path, timerlog_file_size: int = DEFAULT_TIMERLO
                            precision_ms: int = 1000) -> Iterator[Problem]:
     """Every unit is well-formed, chains backwards within its slot time, and points at its real record."""
     root = Path(root)
-    files = log_files(root / "timerlog")
+    files = offset_files(root / "timerlog")
     for f in files:
         size = f.path.stat().st_size
         if size != timerlog_file_size:
@@ -291,7 +272,7 @@ def check_timer_wheel(root: Path, precision_ms: int = 1000, timerlog_file_size: 
     if size not in (0, expected):
         yield _problem("timerwheel", 0, "timerwheel-size",
                        f"timerwheel is {size} bytes, not {expected}; a broker refuses to start")
-    files = log_files(root / "timerlog")
+    files = offset_files(root / "timerlog")
     log_min = files[0].base if files else 0
     units = _UnitReader(files, _scan_ranges(files))
     on_chain: set[int] = set()
