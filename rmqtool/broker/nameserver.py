@@ -2,10 +2,11 @@
 
 Holds which broker serves which topic. The broker of `rmqtool serve` registers in-process;
 other broker processes (Apache's or another `serve`) register over REGISTER_BROKER and expire
-120 s after they were last heard of or at once when their channel closes. Besides a registration,
-QUERY_DATA_VERSION (a 5.x broker with `forceRegister=false` asks it every 30 s and registers only
-when its topics changed; with `enableSlaveActingMaster` it is the 1 s heartbeat) and
-BROKER_HEARTBEAT count as hearing of a broker, as in Java's name server.
+at once when their channel closes, or when not heard of for their own heartbeat timeout: the
+register header's `heartbeatTimeoutMillis` (10 s from an acting-master broker), else 120 s.
+Besides a registration, QUERY_DATA_VERSION (a 5.x broker with `forceRegister=false` asks it every
+30 s and registers only when its topics changed; with `enableSlaveActingMaster` it is the 1 s
+heartbeat) and BROKER_HEARTBEAT count as hearing of a broker, as in Java's name server.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from rmqtool.remoting.transport import Connection
 
 log = logging.getLogger("rmqtool.namesrv")
 
-BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
+# Java's DEFAULT_BROKER_CHANNEL_EXPIRED_TIME: the timeout of a broker whose registration names none
+DEFAULT_BROKER_CHANNEL_EXPIRED_TIME = 120_000
 
 
 @dataclass
@@ -55,6 +57,13 @@ class BrokerLiveInfo:
     # Java keys brokerLiveTable by BrokerAddrInfo(clusterName, brokerAddr); we key by address and
     # keep the cluster so that queries naming another cluster miss, as they do in Java
     cluster_name: str = ""
+    # set by each registration (a later one without the header goes back to the default), kept by
+    # heartbeats, which only refresh last_update_ms
+    heartbeat_timeout_millis: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+
+    def expired(self, now_ms: int) -> bool:
+        """Java's `(last + timeoutMillis) < now`: silent for longer than this broker's own timeout."""
+        return self.last_update_ms + self.heartbeat_timeout_millis < now_ms
 
 
 @dataclass
@@ -69,7 +78,8 @@ class RouteInfoManager:
 
     def register_broker(self, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str,
                         topics: dict[str, TopicConfig] | None, data_version: DataVersion,
-                        conn: Connection | None = None) -> None:
+                        conn: Connection | None = None, heartbeat_timeout_millis: int | None = None) -> None:
+        """`registerBroker`; `heartbeat_timeout_millis` None (no header field) means the 120 s default."""
         self.cluster_addr_table.setdefault(cluster, set()).add(name)
         bd = self.broker_addr_table.get(name)
         first = bd is None
@@ -92,7 +102,8 @@ class RouteInfoManager:
                     del self.topic_queue_table[topic][name]
                     if not self.topic_queue_table[topic]:
                         del self.topic_queue_table[topic]
-        self.broker_live_table[addr] = BrokerLiveInfo(self.clock(), data_version, conn, ha_addr, cluster)
+        timeout = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME if heartbeat_timeout_millis is None else heartbeat_timeout_millis
+        self.broker_live_table[addr] = BrokerLiveInfo(self.clock(), data_version, conn, ha_addr, cluster, timeout)
 
     def _live(self, cluster: str, addr: str) -> BrokerLiveInfo | None:
         info = self.broker_live_table.get(addr)
@@ -145,12 +156,13 @@ class RouteInfoManager:
                 self._remove_broker_name(name)
 
     def scan_not_active_broker(self, now_ms: int | None = None) -> list[str]:
-        """Drop brokers not heard of for 120 s (never the in-process one)."""
+        """`scanNotActiveBroker`: drop brokers silent for longer than their own heartbeat timeout
+        (never the in-process one, which has no channel and is refreshed by its controller)."""
         now = self.clock() if now_ms is None else now_ms
-        dead = [a for a, info in self.broker_live_table.items()
-                if info.conn is not None and now - info.last_update_ms > BROKER_CHANNEL_EXPIRED_TIME_MS]
+        dead = [a for a, info in self.broker_live_table.items() if info.conn is not None and info.expired(now)]
         for addr in dead:
-            log.info("broker %s expired (not heard of for 120 s)", addr)
+            log.info("broker %s expired (not heard of for %d ms)", addr,
+                     self.broker_live_table[addr].heartbeat_timeout_millis)
             self._drop_addr(addr)
         return dead
 
@@ -235,7 +247,7 @@ class NameServerProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"bad register body: {e}")
         w = body.topicConfigSerializeWrapper
         self.routes.register_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId, h.haServerAddr,
-                                    w.topicConfigTable, w.dataVersion, conn)
+                                    w.topicConfigTable, w.dataVersion, conn, h.heartbeatTimeoutMillis)
         master = self.routes.broker_addr_table[h.brokerName].brokerAddrs.get(0)
         resp = RegisterBrokerResponseHeader(h.haServerAddr if h.brokerId == 0 else None,
                                             master if h.brokerId != 0 else None)

@@ -117,6 +117,10 @@ class GetRouteInfoRequestHeader(Header):
 
 @dataclass
 class RegisterBrokerRequestHeader(Header):
+    """REGISTER_BROKER (103). `heartbeatTimeoutMillis` (`@CFNullable`) is set only by a broker with
+    `enableSlaveActingMaster` (its `brokerNotActiveTimeoutMillis`, 10 s by default): the name server
+    then expires that broker after it instead of the default 120 s."""
+
     brokerName: str
     brokerAddr: str
     clusterName: str
@@ -124,6 +128,7 @@ class RegisterBrokerRequestHeader(Header):
     brokerId: int
     compressed: bool | None = None
     bodyCrc32: int | None = None
+    heartbeatTimeoutMillis: int | None = None
 
 
 @dataclass
