@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import (
     BrokerData,
+    BrokerMemberGroup,
     ClusterInfo,
     DataVersion,
+    GetBrokerMemberGroupResponseBody,
     KVTable,
     QueueData,
     RegisterBrokerBody,
@@ -32,6 +34,7 @@ from rmqtool.remoting.codes import V4_9_4, RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import (
     BrokerHeartbeatRequestHeader,
+    GetBrokerMemberGroupRequestHeader,
     GetRouteInfoRequestHeader,
     HeaderError,
     QueryDataVersionRequestHeader,
@@ -185,6 +188,12 @@ class RouteInfoManager:
             return None
         return route
 
+    def get_broker_member_group(self, cluster: str, name: str) -> BrokerMemberGroup:
+        """`getBrokerMemberGroup`: the addresses registered under `name`, whatever their cluster;
+        the group carries the asked-for cluster. An unknown name gives an empty group, not an error."""
+        bd = self.broker_addr_table.get(name)
+        return BrokerMemberGroup(cluster, name, dict(bd.brokerAddrs) if bd is not None else {})
+
     def cluster_info(self) -> ClusterInfo:
         return ClusterInfo({n: BrokerData(b.cluster, b.brokerName, dict(b.brokerAddrs))
                             for n, b in self.broker_addr_table.items()},
@@ -201,7 +210,7 @@ class NameServerProcessor:
         return code in (RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO,
                         RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
                         RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.QUERY_DATA_VERSION,
-                        RequestCode.BROKER_HEARTBEAT)
+                        RequestCode.BROKER_HEARTBEAT, RequestCode.GET_BROKER_MEMBER_GROUP)
 
     async def process(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
@@ -223,6 +232,8 @@ class NameServerProcessor:
                 hb = BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields)
                 self.routes.update_broker_info_update_timestamp(hb.clusterName, hb.brokerAddr)
                 return cmd.response()
+            if cmd.code == RequestCode.GET_BROKER_MEMBER_GROUP:
+                return self.get_broker_member_group(cmd)
         except HeaderError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported")
@@ -235,6 +246,14 @@ class NameServerProcessor:
                                 remark=f"No topic route info in name server for the topic: {h.topic}")
         standard = cmd.version >= V4_9_4 or bool(h.acceptStandardJsonOnly)
         body = fastjson.dumpb(route, quote_keys=standard, browser_compatible=standard)
+        return cmd.response(body=body)
+
+    def get_broker_member_group(self, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_MEMBER_GROUP: always SUCCESS; the body as `RemotingSerializable.encode` writes
+        it, default fastjson, so broker ids are unquoted keys whatever the client's version."""
+        h = GetBrokerMemberGroupRequestHeader.from_ext(cmd.ext_fields)
+        group = self.routes.get_broker_member_group(h.clusterName, h.brokerName)
+        body = fastjson.dumpb(GetBrokerMemberGroupResponseBody(group), quote_keys=False)
         return cmd.response(body=body)
 
     def register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -161,6 +161,14 @@ class QueryDataVersionResponseHeader(Header):
 
 
 @dataclass
+class GetBrokerMemberGroupRequestHeader(Header):
+    """GET_BROKER_MEMBER_GROUP (901): both `@CFNotNull` in Java."""
+
+    clusterName: str
+    brokerName: str
+
+
+@dataclass
 class BrokerHeartbeatRequestHeader(Header):
     """BROKER_HEARTBEAT (904). Java's `BrokerOuterAPI.sendHeartbeat` sets only the first three
     fields, so everything after `brokerName` is optional (`@CFNullable` in Java)."""

@@ -11,8 +11,10 @@ import json
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import (
+    BrokerMemberGroup,
     ClusterInfo,
     DataVersion,
+    GetBrokerMemberGroupResponseBody,
     RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
@@ -261,3 +263,40 @@ def test_heartbeats_keep_a_10s_broker_alive_and_a_registration_without_the_heade
     assert rim.scan_not_active_broker() == [] and rim.pickup_topic_route_data("Ta") is not None
     now[0] += 1_001
     assert rim.scan_not_active_broker() == [addr]
+
+
+# ------------------------------------------------------------ GET_BROKER_MEMBER_GROUP
+
+def _register_id(w: Wire, name: str, addr: str, broker_id: int):
+    body = fastjson.dumpb(RegisterBrokerBody(TopicConfigSerializeWrapper({}, DataVersion(1, 1))))
+    return w.request(103, RegisterBrokerRequestHeader(name, addr, "OtherCluster", "", broker_id).to_ext(), body)
+
+
+def test_broker_member_group_of_a_master_and_its_slave(serve, namesrv):
+    other = Wire(serve.namesrv)
+    try:
+        assert _register_id(other, "broker-m", "127.0.0.9:34911", 0).code == 0
+        assert _register_id(other, "broker-m", "127.0.0.9:34921", 1).code == 0
+        r = namesrv.request(901, {"clusterName": "OtherCluster", "brokerName": "broker-m"})
+        assert r.code == 0
+        # RemotingSerializable.encode: default fastjson, beans' fields sorted, Long keys unquoted
+        assert r.body == (b'{"brokerMemberGroup":{"brokerAddrs":{0:"127.0.0.9:34911",1:"127.0.0.9:34921"},'
+                          b'"brokerName":"broker-m","cluster":"OtherCluster"}}')
+        own = namesrv.request(901, {"clusterName": "DefaultCluster", "brokerName": "broker-a"}, version=409)
+        assert GetBrokerMemberGroupResponseBody.decode(own.body).brokerMemberGroup == BrokerMemberGroup(
+            "DefaultCluster", "broker-a", {0: serve.broker})
+        assert b"{0:" in own.body  # unquoted for a new client too: no acceptStandardJsonOnly here
+    finally:
+        other.close()
+
+
+def test_broker_member_group_of_an_unknown_broker_is_empty_and_a_bad_header_is_refused(namesrv):
+    r = namesrv.request(901, {"clusterName": "Nowhere", "brokerName": "nobody"})
+    assert r.code == 0  # Java answers an empty BrokerMemberGroup, not an error
+    assert r.body == b'{"brokerMemberGroup":{"brokerAddrs":{},"brokerName":"nobody","cluster":"Nowhere"}}'
+    # Java looks the name up in brokerAddrTable alone: another cluster's name still finds the broker
+    elsewhere = GetBrokerMemberGroupResponseBody.decode(
+        namesrv.request(901, {"clusterName": "Nowhere", "brokerName": "broker-a"}).body).brokerMemberGroup
+    assert elsewhere is not None and elsewhere.cluster == "Nowhere" and list(elsewhere.brokerAddrs) == [0]
+    missing = namesrv.request(901, {"clusterName": "DefaultCluster"})
+    assert missing.code == 1 and "brokerName" in missing.remark
