@@ -188,10 +188,10 @@ class RouteInfoManager:
             return None
         return route
 
-    def get_broker_member_group(self, cluster: str, name: str) -> BrokerMemberGroup:
+    def get_broker_member_group(self, cluster: str | None, name: str | None) -> BrokerMemberGroup:
         """`getBrokerMemberGroup`: the addresses registered under `name`, whatever their cluster;
         the group carries the asked-for cluster. An unknown name gives an empty group, not an error."""
-        bd = self.broker_addr_table.get(name)
+        bd = self.broker_addr_table.get(name) if name is not None else None
         return BrokerMemberGroup(cluster, name, dict(bd.brokerAddrs) if bd is not None else {})
 
     def cluster_info(self) -> ClusterInfo:
@@ -249,12 +249,14 @@ class NameServerProcessor:
         return cmd.response(body=body)
 
     def get_broker_member_group(self, cmd: RemotingCommand) -> RemotingCommand:
-        """GET_BROKER_MEMBER_GROUP: always SUCCESS; the body as `RemotingSerializable.encode` writes
-        it, default fastjson, so broker ids are unquoted keys whatever the client's version."""
+        """GET_BROKER_MEMBER_GROUP: always SUCCESS, even without the header's fields; the body as
+        `RemotingSerializable.encode` writes it, default fastjson, so broker ids are unquoted keys
+        whatever the client's version. Java's handler never clears the remark that
+        `createResponseCommand` sets, so its answer carries one; ours does too."""
         h = GetBrokerMemberGroupRequestHeader.from_ext(cmd.ext_fields)
         group = self.routes.get_broker_member_group(h.clusterName, h.brokerName)
         body = fastjson.dumpb(GetBrokerMemberGroupResponseBody(group), quote_keys=False)
-        return cmd.response(body=body)
+        return cmd.response(body=body, remark="not set any response code")
 
     def register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = RegisterBrokerRequestHeader.from_ext(cmd.ext_fields)

@@ -107,8 +107,8 @@ class BrokerMemberGroup:
     """The brokers of one broker name, by id; GET_BROKER_MEMBER_GROUP's answer (Java's
     `minimumBrokerId()` is no bean getter, so fastjson writes only these three fields)."""
 
-    cluster: str
-    brokerName: str
+    cluster: str | None  # None (a request without it) is left out, as fastjson drops nulls
+    brokerName: str | None
     brokerAddrs: dict[int, str] = field(default_factory=dict)  # brokerId -> "ip:port"
 
     def to_json_obj(self) -> dict[str, Any]:
@@ -118,7 +118,8 @@ class BrokerMemberGroup:
     @classmethod
     def from_json_obj(cls, o: dict[str, Any]) -> BrokerMemberGroup:
         addrs = {int(k): str(v) for k, v in (o.get("brokerAddrs") or {}).items()}
-        return cls(str(o.get("cluster", "")), str(o.get("brokerName", "")), addrs)
+        cluster, name = o.get("cluster"), o.get("brokerName")
+        return cls(None if cluster is None else str(cluster), None if name is None else str(name), addrs)
 
 
 @dataclass

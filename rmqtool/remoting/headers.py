@@ -162,10 +162,12 @@ class QueryDataVersionResponseHeader(Header):
 
 @dataclass
 class GetBrokerMemberGroupRequestHeader(Header):
-    """GET_BROKER_MEMBER_GROUP (901): both `@CFNotNull` in Java."""
+    """GET_BROKER_MEMBER_GROUP (901). Both are `@CFNotNull` in Java, yet optional here: this header
+    is no FastCodesHeader, and `decodeCommandCustomHeaderDirectly` logs and swallows its own "is
+    null" exception, so Apache's name server answers a request lacking them (an empty group)."""
 
-    clusterName: str
-    brokerName: str
+    clusterName: str | None = None
+    brokerName: str | None = None
 
 
 @dataclass

@@ -35,6 +35,16 @@ def cluster(namesrv: str) -> ClusterInfo:
         w.close()
 
 
+def member_group(namesrv: str, ext: dict[str, str]) -> tuple[int, str | None, bytes]:
+    """GET_BROKER_MEMBER_GROUP (901): the response code, remark and exact body bytes."""
+    w = Wire(namesrv)
+    try:
+        r = w.request(901, ext)
+        return r.code, r.remark, r.body
+    finally:
+        w.close()
+
+
 def wait_for(cond, timeout: float, what: str) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -97,6 +107,12 @@ def test_rmqtool_broker_joins_an_apache_name_server(java_built, apache_broker, t
         info = cluster(apache_broker.namesrv)
         assert info.brokerAddrTable["broker-rmq"].brokerAddrs == {0: mine.broker}
         assert "broker-rmq" in info.clusterAddrTable["DefaultCluster"]
+        # both name servers know broker-rmq: byte for byte the same member groups, known or not, and
+        # for headers lacking the @CFNotNull fields (Java's decoder lets them through as nulls)
+        for ext in ({"clusterName": "DefaultCluster", "brokerName": "broker-rmq"},
+                    {"clusterName": "Nowhere", "brokerName": "nobody"}, {"clusterName": "DefaultCluster"}, {}):
+            theirs = member_group(apache_broker.namesrv, ext)
+            assert theirs[0] == 0 and member_group(mine.namesrv, ext) == theirs, ext
         create_topic(mine.broker, "MixOnRmq")
         round_trip(apache_broker.namesrv, "MixOnRmq", "broker-rmq")
     finally:
