@@ -10,6 +10,7 @@ pulls from the other process's broker, and the broker leaves the cluster when it
 from __future__ import annotations
 
 import re
+import signal
 import time
 
 import pytest
@@ -154,3 +155,27 @@ def apache_broker_in_rmqtool_name_server(ours, tmp_path) -> None:  # type: ignor
         stop_apache(theirs)
     wait_for(lambda: "broker-apache" not in cluster(ours.namesrv).brokerAddrTable, 20,
              "the Apache broker's UNREGISTER_BROKER")
+
+
+def test_acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout(java_built, tmp_path):
+    """enableSlaveActingMaster: the broker registers with heartbeatTimeoutMillis=10000 and then says
+    QUERY_DATA_VERSION every second. Heartbeating, it outlives 10 s; frozen (channel still open,
+    so no channel-close drop), our name server expires it after 10 s + one 5 s scan, not 120 s."""
+    ours = start_rmqtool_serve(tmp_path / "rmq")
+    try:
+        theirs = start_apache(tmp_path / "apache", f"namesrvAddr={ours.namesrv}", "brokerName=broker-act",
+                              "enableSlaveActingMaster=true")
+        try:
+            wait_for(lambda: "broker-act" in cluster(ours.namesrv).brokerAddrTable, 30, "broker-act listed")
+            time.sleep(16)
+            assert "broker-act" in cluster(ours.namesrv).brokerAddrTable  # kept alive by its heartbeats
+            theirs.proc.send_signal(signal.SIGSTOP)
+            frozen = time.time()
+            wait_for(lambda: "broker-act" not in cluster(ours.namesrv).brokerAddrTable, 25, "broker-act expired")
+            assert time.time() - frozen >= 9  # its own 10 s, counted from its last heartbeat
+        finally:
+            theirs.proc.send_signal(signal.SIGCONT)
+            theirs.proc.kill()
+            theirs.proc.wait()
+    finally:
+        assert stop_rmqtool_serve(ours) == 0
