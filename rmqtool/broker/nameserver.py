@@ -2,10 +2,11 @@
 
 Holds which broker serves which topic. The broker of `rmqtool serve` registers in-process;
 other broker processes (Apache's or another `serve`) register over REGISTER_BROKER and expire
-120 s after they were last heard of or at once when their channel closes. Besides a registration,
-QUERY_DATA_VERSION (a 5.x broker with `forceRegister=false` asks it every 30 s and registers only
-when its topics changed; with `enableSlaveActingMaster` it is the 1 s heartbeat) and
-BROKER_HEARTBEAT count as hearing of a broker, as in Java's name server.
+at once when their channel closes, or when not heard of for their own heartbeat timeout: the
+register header's `heartbeatTimeoutMillis` (10 s from an acting-master broker), else 120 s.
+Besides a registration, QUERY_DATA_VERSION (a 5.x broker with `forceRegister=false` asks it every
+30 s and registers only when its topics changed; with `enableSlaveActingMaster` it is the 1 s
+heartbeat) and BROKER_HEARTBEAT count as hearing of a broker, as in Java's name server.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from dataclasses import dataclass, field
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import (
     BrokerData,
+    BrokerMemberGroup,
     ClusterInfo,
     DataVersion,
+    GetBrokerMemberGroupResponseBody,
     KVTable,
     QueueData,
     RegisterBrokerBody,
@@ -31,6 +34,7 @@ from rmqtool.remoting.codes import V4_9_4, RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import (
     BrokerHeartbeatRequestHeader,
+    GetBrokerMemberGroupRequestHeader,
     GetRouteInfoRequestHeader,
     HeaderError,
     QueryDataVersionRequestHeader,
@@ -43,7 +47,8 @@ from rmqtool.remoting.transport import Connection
 
 log = logging.getLogger("rmqtool.namesrv")
 
-BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000
+# Java's DEFAULT_BROKER_CHANNEL_EXPIRED_TIME: the timeout of a broker whose registration names none
+DEFAULT_BROKER_CHANNEL_EXPIRED_TIME = 120_000
 
 
 @dataclass
@@ -55,6 +60,13 @@ class BrokerLiveInfo:
     # Java keys brokerLiveTable by BrokerAddrInfo(clusterName, brokerAddr); we key by address and
     # keep the cluster so that queries naming another cluster miss, as they do in Java
     cluster_name: str = ""
+    # set by each registration (a later one without the header goes back to the default), kept by
+    # heartbeats, which only refresh last_update_ms
+    heartbeat_timeout_millis: int = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME
+
+    def expired(self, now_ms: int) -> bool:
+        """Java's `(last + timeoutMillis) < now`: silent for longer than this broker's own timeout."""
+        return self.last_update_ms + self.heartbeat_timeout_millis < now_ms
 
 
 @dataclass
@@ -69,7 +81,8 @@ class RouteInfoManager:
 
     def register_broker(self, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str,
                         topics: dict[str, TopicConfig] | None, data_version: DataVersion,
-                        conn: Connection | None = None) -> None:
+                        conn: Connection | None = None, heartbeat_timeout_millis: int | None = None) -> None:
+        """`registerBroker`; `heartbeat_timeout_millis` None (no header field) means the 120 s default."""
         self.cluster_addr_table.setdefault(cluster, set()).add(name)
         bd = self.broker_addr_table.get(name)
         first = bd is None
@@ -92,7 +105,8 @@ class RouteInfoManager:
                     del self.topic_queue_table[topic][name]
                     if not self.topic_queue_table[topic]:
                         del self.topic_queue_table[topic]
-        self.broker_live_table[addr] = BrokerLiveInfo(self.clock(), data_version, conn, ha_addr, cluster)
+        timeout = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME if heartbeat_timeout_millis is None else heartbeat_timeout_millis
+        self.broker_live_table[addr] = BrokerLiveInfo(self.clock(), data_version, conn, ha_addr, cluster, timeout)
 
     def _live(self, cluster: str, addr: str) -> BrokerLiveInfo | None:
         info = self.broker_live_table.get(addr)
@@ -145,12 +159,13 @@ class RouteInfoManager:
                 self._remove_broker_name(name)
 
     def scan_not_active_broker(self, now_ms: int | None = None) -> list[str]:
-        """Drop brokers not heard of for 120 s (never the in-process one)."""
+        """`scanNotActiveBroker`: drop brokers silent for longer than their own heartbeat timeout
+        (never the in-process one, which has no channel and is refreshed by its controller)."""
         now = self.clock() if now_ms is None else now_ms
-        dead = [a for a, info in self.broker_live_table.items()
-                if info.conn is not None and now - info.last_update_ms > BROKER_CHANNEL_EXPIRED_TIME_MS]
+        dead = [a for a, info in self.broker_live_table.items() if info.conn is not None and info.expired(now)]
         for addr in dead:
-            log.info("broker %s expired (not heard of for 120 s)", addr)
+            log.info("broker %s expired (not heard of for %d ms)", addr,
+                     self.broker_live_table[addr].heartbeat_timeout_millis)
             self._drop_addr(addr)
         return dead
 
@@ -173,6 +188,12 @@ class RouteInfoManager:
             return None
         return route
 
+    def get_broker_member_group(self, cluster: str | None, name: str | None) -> BrokerMemberGroup:
+        """`getBrokerMemberGroup`: the addresses registered under `name`, whatever their cluster;
+        the group carries the asked-for cluster. An unknown name gives an empty group, not an error."""
+        bd = self.broker_addr_table.get(name) if name is not None else None
+        return BrokerMemberGroup(cluster, name, dict(bd.brokerAddrs) if bd is not None else {})
+
     def cluster_info(self) -> ClusterInfo:
         return ClusterInfo({n: BrokerData(b.cluster, b.brokerName, dict(b.brokerAddrs))
                             for n, b in self.broker_addr_table.items()},
@@ -189,7 +210,7 @@ class NameServerProcessor:
         return code in (RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO,
                         RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
                         RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.QUERY_DATA_VERSION,
-                        RequestCode.BROKER_HEARTBEAT)
+                        RequestCode.BROKER_HEARTBEAT, RequestCode.GET_BROKER_MEMBER_GROUP)
 
     async def process(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
@@ -211,6 +232,8 @@ class NameServerProcessor:
                 hb = BrokerHeartbeatRequestHeader.from_ext(cmd.ext_fields)
                 self.routes.update_broker_info_update_timestamp(hb.clusterName, hb.brokerAddr)
                 return cmd.response()
+            if cmd.code == RequestCode.GET_BROKER_MEMBER_GROUP:
+                return self.get_broker_member_group(cmd)
         except HeaderError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark=f" request type {cmd.code} not supported")
@@ -225,6 +248,16 @@ class NameServerProcessor:
         body = fastjson.dumpb(route, quote_keys=standard, browser_compatible=standard)
         return cmd.response(body=body)
 
+    def get_broker_member_group(self, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_MEMBER_GROUP: always SUCCESS, even without the header's fields; the body as
+        `RemotingSerializable.encode` writes it, default fastjson, so broker ids are unquoted keys
+        whatever the client's version. Java's handler never clears the remark that
+        `createResponseCommand` sets, so its answer carries one; ours does too."""
+        h = GetBrokerMemberGroupRequestHeader.from_ext(cmd.ext_fields)
+        group = self.routes.get_broker_member_group(h.clusterName, h.brokerName)
+        body = fastjson.dumpb(GetBrokerMemberGroupResponseBody(group), quote_keys=False)
+        return cmd.response(body=body, remark="not set any response code")
+
     def register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = RegisterBrokerRequestHeader.from_ext(cmd.ext_fields)
         if h.bodyCrc32 and cmd.body and (zlib.crc32(cmd.body) & 0x7FFFFFFF) != h.bodyCrc32:
@@ -235,7 +268,7 @@ class NameServerProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"bad register body: {e}")
         w = body.topicConfigSerializeWrapper
         self.routes.register_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId, h.haServerAddr,
-                                    w.topicConfigTable, w.dataVersion, conn)
+                                    w.topicConfigTable, w.dataVersion, conn, h.heartbeatTimeoutMillis)
         master = self.routes.broker_addr_table[h.brokerName].brokerAddrs.get(0)
         resp = RegisterBrokerResponseHeader(h.haServerAddr if h.brokerId == 0 else None,
                                             master if h.brokerId != 0 else None)

@@ -102,6 +102,44 @@ class ClusterInfo:
                    {str(k): [str(x) for x in _list(v)] for k, v in (o.get("clusterAddrTable") or {}).items()})
 
 
+@dataclass
+class BrokerMemberGroup:
+    """The brokers of one broker name, by id; GET_BROKER_MEMBER_GROUP's answer (Java's
+    `minimumBrokerId()` is no bean getter, so fastjson writes only these three fields)."""
+
+    cluster: str | None  # None (a request without it) is left out, as fastjson drops nulls
+    brokerName: str | None
+    brokerAddrs: dict[int, str] = field(default_factory=dict)  # brokerId -> "ip:port"
+
+    def to_json_obj(self) -> dict[str, Any]:
+        return bean(brokerAddrs=dict(sorted(self.brokerAddrs.items())), brokerName=self.brokerName,
+                    cluster=self.cluster)
+
+    @classmethod
+    def from_json_obj(cls, o: dict[str, Any]) -> BrokerMemberGroup:
+        addrs = {int(k): str(v) for k, v in (o.get("brokerAddrs") or {}).items()}
+        cluster, name = o.get("cluster"), o.get("brokerName")
+        return cls(None if cluster is None else str(cluster), None if name is None else str(name), addrs)
+
+
+@dataclass
+class GetBrokerMemberGroupResponseBody:
+    brokerMemberGroup: BrokerMemberGroup | None = None
+
+    def to_json_obj(self) -> dict[str, Any]:
+        group = self.brokerMemberGroup
+        return bean(brokerMemberGroup=group.to_json_obj() if group is not None else None)
+
+    @classmethod
+    def from_json_obj(cls, o: dict[str, Any]) -> GetBrokerMemberGroupResponseBody:
+        group = o.get("brokerMemberGroup")
+        return cls(BrokerMemberGroup.from_json_obj(group) if isinstance(group, dict) else None)
+
+    @classmethod
+    def decode(cls, body: bytes) -> GetBrokerMemberGroupResponseBody:
+        return cls.from_json_obj(loads(body))
+
+
 # ---------------------------------------------------------------- topics
 
 

@@ -117,6 +117,10 @@ class GetRouteInfoRequestHeader(Header):
 
 @dataclass
 class RegisterBrokerRequestHeader(Header):
+    """REGISTER_BROKER (103). `heartbeatTimeoutMillis` (`@CFNullable`) is set only by a broker with
+    `enableSlaveActingMaster` (its `brokerNotActiveTimeoutMillis`, 10 s by default): the name server
+    then expires that broker after it instead of the default 120 s."""
+
     brokerName: str
     brokerAddr: str
     clusterName: str
@@ -124,6 +128,7 @@ class RegisterBrokerRequestHeader(Header):
     brokerId: int
     compressed: bool | None = None
     bodyCrc32: int | None = None
+    heartbeatTimeoutMillis: int | None = None
 
 
 @dataclass
@@ -153,6 +158,16 @@ class QueryDataVersionRequestHeader(Header):
 @dataclass
 class QueryDataVersionResponseHeader(Header):
     changed: bool | None = None
+
+
+@dataclass
+class GetBrokerMemberGroupRequestHeader(Header):
+    """GET_BROKER_MEMBER_GROUP (901). Both are `@CFNotNull` in Java, yet optional here: this header
+    is no FastCodesHeader, and `decodeCommandCustomHeaderDirectly` logs and swallows its own "is
+    null" exception, so Apache's name server answers a request lacking them (an empty group)."""
+
+    clusterName: str | None = None
+    brokerName: str | None = None
 
 
 @dataclass

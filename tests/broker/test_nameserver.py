@@ -1,6 +1,7 @@
 """Name server over real sockets: routes (TBW102, %RETRY%, key quoting by version), cluster info,
-REGISTER/UNREGISTER_BROKER from another broker process, channel close, 120 s expiry, and the
-QUERY_DATA_VERSION / BROKER_HEARTBEAT requests that keep a registered broker alive."""
+REGISTER/UNREGISTER_BROKER from another broker process, channel close, expiry (120 s, or the
+register header's heartbeatTimeoutMillis), the QUERY_DATA_VERSION / BROKER_HEARTBEAT requests that
+keep a registered broker alive, and GET_BROKER_MEMBER_GROUP."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import json
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import (
+    BrokerMemberGroup,
     ClusterInfo,
     DataVersion,
+    GetBrokerMemberGroupResponseBody,
     RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
@@ -174,8 +177,10 @@ def test_broker_heartbeat_and_oneway_data_version_are_accepted(serve):
         other.close()
 
 
-def _call(proc: NameServerProcessor, code: int, ext: dict[str, str], body: bytes = b"") -> RemotingCommand:
-    return asyncio.run(proc.process(RemotingCommand.request(code, ext, body), None))  # type: ignore[arg-type]
+def _call(proc: NameServerProcessor, code: int, ext: dict[str, str], body: bytes = b"",
+          conn: object = None) -> RemotingCommand:
+    """One request straight to the processor; a `conn` makes a registration expirable (None is in-process)."""
+    return asyncio.run(proc.process(RemotingCommand.request(code, ext, body), conn))  # type: ignore[arg-type]
 
 
 def test_query_data_version_and_broker_heartbeat_keep_a_broker_alive():
@@ -203,3 +208,98 @@ def test_query_data_version_and_broker_heartbeat_keep_a_broker_alive():
     now[0] += 21_000
     assert rim.scan_not_active_broker() == ["1.2.3.5:1"]
     assert rim.pickup_topic_route_data("Th") is None and rim.pickup_topic_route_data("Tq") is not None
+
+
+# ------------------------------------------------------------ per-broker heartbeatTimeoutMillis
+
+def _register_ext(name: str, addr: str, timeout_ms: int | None = None) -> dict[str, str]:
+    return RegisterBrokerRequestHeader(name, addr, "C", "", 0, heartbeatTimeoutMillis=timeout_ms).to_ext()
+
+
+def _register_body(topic: str) -> bytes:
+    return fastjson.dumpb(RegisterBrokerBody(TopicConfigSerializeWrapper({topic: TopicConfig(topic, 4, 4)},
+                                                                         DataVersion(1, 1))))
+
+
+def test_acting_master_broker_expires_after_its_own_10s_timeout_the_default_after_120s():
+    now = [1_000_000]
+    rim = RouteInfoManager(clock=lambda: now[0])
+    proc = NameServerProcessor(rim)
+    channel = object()
+    assert _call(proc, 103, _register_ext("acting", "1.2.3.4:1", 10_000), _register_body("Ta"), channel).code == 0
+    assert _call(proc, 103, _register_ext("plain", "1.2.3.5:1"), _register_body("Tp"), channel).code == 0
+    assert rim.broker_live_table["1.2.3.4:1"].heartbeat_timeout_millis == 10_000
+    assert rim.broker_live_table["1.2.3.5:1"].heartbeat_timeout_millis == 120_000
+    now[0] += 10_000
+    assert rim.scan_not_active_broker() == []  # Java's `last + timeout < now`: not yet at exactly 10 s
+    now[0] += 1
+    assert rim.scan_not_active_broker() == ["1.2.3.4:1"]
+    assert rim.pickup_topic_route_data("Ta") is None and rim.pickup_topic_route_data("Tp") is not None
+    now[0] += 120_000 - 10_001
+    assert rim.scan_not_active_broker() == []
+    now[0] += 1
+    assert rim.scan_not_active_broker() == ["1.2.3.5:1"] and rim.pickup_topic_route_data("Tp") is None
+
+
+def test_heartbeats_keep_a_10s_broker_alive_and_a_registration_without_the_header_restores_120s():
+    now = [1_000_000]
+    rim = RouteInfoManager(clock=lambda: now[0])
+    proc = NameServerProcessor(rim)
+    channel = object()
+    addr = "1.2.3.4:1"
+    assert _call(proc, 103, _register_ext("acting", addr, 10_000), _register_body("Ta"), channel).code == 0
+    query = QueryDataVersionRequestHeader("acting", addr, "C", 0).to_ext()
+    beat = {"clusterName": "C", "brokerAddr": addr, "brokerName": "acting"}
+    for i in range(6):  # 6 x 9 s, each refreshed by one of the two heartbeats: never 10 s of silence
+        now[0] += 9_000
+        if i % 2:
+            assert _call(proc, 322, query, fastjson.dumpb(DataVersion(1, 1))).ext_fields["changed"] == "false"
+        else:
+            assert _call(proc, 904, beat).code == 0
+        assert rim.scan_not_active_broker() == []
+    assert rim.broker_live_table[addr].heartbeat_timeout_millis == 10_000  # a heartbeat keeps the timeout
+    assert _call(proc, 103, _register_ext("acting", addr), _register_body("Ta"), channel).code == 0
+    now[0] += 119_000
+    assert rim.scan_not_active_broker() == [] and rim.pickup_topic_route_data("Ta") is not None
+    now[0] += 1_001
+    assert rim.scan_not_active_broker() == [addr]
+
+
+# ------------------------------------------------------------ GET_BROKER_MEMBER_GROUP
+
+def _register_id(w: Wire, name: str, addr: str, broker_id: int):
+    body = fastjson.dumpb(RegisterBrokerBody(TopicConfigSerializeWrapper({}, DataVersion(1, 1))))
+    return w.request(103, RegisterBrokerRequestHeader(name, addr, "OtherCluster", "", broker_id).to_ext(), body)
+
+
+def test_broker_member_group_of_a_master_and_its_slave(serve, namesrv):
+    other = Wire(serve.namesrv)
+    try:
+        assert _register_id(other, "broker-m", "127.0.0.9:34911", 0).code == 0
+        assert _register_id(other, "broker-m", "127.0.0.9:34921", 1).code == 0
+        r = namesrv.request(901, {"clusterName": "OtherCluster", "brokerName": "broker-m"})
+        assert r.code == 0
+        # RemotingSerializable.encode: default fastjson, beans' fields sorted, Long keys unquoted
+        assert r.body == (b'{"brokerMemberGroup":{"brokerAddrs":{0:"127.0.0.9:34911",1:"127.0.0.9:34921"},'
+                          b'"brokerName":"broker-m","cluster":"OtherCluster"}}')
+        own = namesrv.request(901, {"clusterName": "DefaultCluster", "brokerName": "broker-a"}, version=409)
+        assert GetBrokerMemberGroupResponseBody.decode(own.body).brokerMemberGroup == BrokerMemberGroup(
+            "DefaultCluster", "broker-a", {0: serve.broker})
+        assert b"{0:" in own.body  # unquoted for a new client too: no acceptStandardJsonOnly here
+    finally:
+        other.close()
+
+
+def test_broker_member_group_of_an_unknown_broker_or_a_header_without_fields_is_empty(namesrv):
+    r = namesrv.request(901, {"clusterName": "Nowhere", "brokerName": "nobody"})
+    assert r.code == 0 and r.remark == "not set any response code"  # Java: an empty group, not an error
+    assert r.body == b'{"brokerMemberGroup":{"brokerAddrs":{},"brokerName":"nobody","cluster":"Nowhere"}}'
+    # Java looks the name up in brokerAddrTable alone: another cluster's name still finds the broker
+    elsewhere = GetBrokerMemberGroupResponseBody.decode(
+        namesrv.request(901, {"clusterName": "Nowhere", "brokerName": "broker-a"}).body).brokerMemberGroup
+    assert elsewhere is not None and elsewhere.cluster == "Nowhere" and list(elsewhere.brokerAddrs) == [0]
+    # Java's decoder swallows its own "the custom field <brokerName> is null": a null name, no error
+    missing = namesrv.request(901, {"clusterName": "DefaultCluster"})
+    assert missing.code == 0 and missing.body == b'{"brokerMemberGroup":{"brokerAddrs":{},"cluster":"DefaultCluster"}}'
+    assert namesrv.request(901, {}).body == b'{"brokerMemberGroup":{"brokerAddrs":{}}}'
+    assert namesrv.request(901, {"brokerName": "broker-a", "clusterName": ""}).body.endswith(b'"cluster":""}}')

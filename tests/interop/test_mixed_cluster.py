@@ -10,6 +10,7 @@ pulls from the other process's broker, and the broker leaves the cluster when it
 from __future__ import annotations
 
 import re
+import signal
 import time
 
 import pytest
@@ -31,6 +32,16 @@ def cluster(namesrv: str) -> ClusterInfo:
         r = w.request(106)
         assert r.code == 0, r.remark
         return ClusterInfo.from_json_obj(fastjson.loads(r.body))
+    finally:
+        w.close()
+
+
+def member_group(namesrv: str, ext: dict[str, str]) -> tuple[int, str | None, bytes]:
+    """GET_BROKER_MEMBER_GROUP (901): the response code, remark and exact body bytes."""
+    w = Wire(namesrv)
+    try:
+        r = w.request(901, ext)
+        return r.code, r.remark, r.body
     finally:
         w.close()
 
@@ -97,6 +108,12 @@ def test_rmqtool_broker_joins_an_apache_name_server(java_built, apache_broker, t
         info = cluster(apache_broker.namesrv)
         assert info.brokerAddrTable["broker-rmq"].brokerAddrs == {0: mine.broker}
         assert "broker-rmq" in info.clusterAddrTable["DefaultCluster"]
+        # both name servers know broker-rmq: byte for byte the same member groups, known or not, and
+        # for headers lacking the @CFNotNull fields (Java's decoder lets them through as nulls)
+        for ext in ({"clusterName": "DefaultCluster", "brokerName": "broker-rmq"},
+                    {"clusterName": "Nowhere", "brokerName": "nobody"}, {"clusterName": "DefaultCluster"}, {}):
+            theirs = member_group(apache_broker.namesrv, ext)
+            assert theirs[0] == 0 and member_group(mine.namesrv, ext) == theirs, ext
         create_topic(mine.broker, "MixOnRmq")
         round_trip(apache_broker.namesrv, "MixOnRmq", "broker-rmq")
     finally:
@@ -138,3 +155,27 @@ def apache_broker_in_rmqtool_name_server(ours, tmp_path) -> None:  # type: ignor
         stop_apache(theirs)
     wait_for(lambda: "broker-apache" not in cluster(ours.namesrv).brokerAddrTable, 20,
              "the Apache broker's UNREGISTER_BROKER")
+
+
+def test_acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout(java_built, tmp_path):
+    """enableSlaveActingMaster: the broker registers with heartbeatTimeoutMillis=10000 and then says
+    QUERY_DATA_VERSION every second. Heartbeating, it outlives 10 s; frozen (channel still open,
+    so no channel-close drop), our name server expires it after 10 s + one 5 s scan, not 120 s."""
+    ours = start_rmqtool_serve(tmp_path / "rmq")
+    try:
+        theirs = start_apache(tmp_path / "apache", f"namesrvAddr={ours.namesrv}", "brokerName=broker-act",
+                              "enableSlaveActingMaster=true")
+        try:
+            wait_for(lambda: "broker-act" in cluster(ours.namesrv).brokerAddrTable, 30, "broker-act listed")
+            time.sleep(16)
+            assert "broker-act" in cluster(ours.namesrv).brokerAddrTable  # kept alive by its heartbeats
+            theirs.proc.send_signal(signal.SIGSTOP)
+            frozen = time.time()
+            wait_for(lambda: "broker-act" not in cluster(ours.namesrv).brokerAddrTable, 25, "broker-act expired")
+            assert time.time() - frozen >= 9  # its own 10 s, counted from its last heartbeat
+        finally:
+            theirs.proc.send_signal(signal.SIGCONT)
+            theirs.proc.kill()
+            theirs.proc.wait()
+    finally:
+        assert stop_rmqtool_serve(ours) == 0
