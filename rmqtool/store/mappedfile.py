@@ -59,6 +59,39 @@ def offset_files(directory: Path) -> list[OffsetFile]:
     return sorted(out, key=lambda f: f.base)
 
 
+def load_listing(directory: Path, file_size: int, *, read_only: bool = False, label: Callable[[Path], str] = str,
+                 suffix: str = "") -> list[Path]:
+    """The files `MappedFileQueue.doLoad` opens, in name order; a store it would refuse raises StoreError.
+
+    Java lists every entry of the directory, sorted by name, and skips only subdirectories: an
+    empty file that sorts last is deleted (here: skipped when `read_only`), any other file of the
+    wrong size fails the load, and one of the right size whose name is not a number throws from
+    `Long.parseLong`, which fails the store's load too. So a stray file (`junk.txt`, a copy, a
+    temp file) makes a broker refuse to start unless it is empty and last. A file of the right
+    size named by a number that is not 20 digits Java would load at that offset, out of order;
+    rmqtool refuses it. Errors read `"{label(path)} is N bytes, expected M{suffix}"`.
+    """
+    entries = sorted(directory.iterdir(), key=lambda p: p.name)
+    out = []
+    for i, path in enumerate(entries):
+        if path.is_dir():
+            continue
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = 0  # a dangling link: Java's File.length() is 0
+        if size == 0 and i == len(entries) - 1:
+            if not read_only:
+                path.unlink(missing_ok=True)
+            continue
+        if size != file_size:
+            raise StoreError(f"{label(path)} is {size} bytes, expected {file_size}{suffix}")
+        if not OFFSET_NAME.match(path.name):
+            raise StoreError(f"{label(path)}: the name is not a 20-digit offset{suffix}")
+        out.append(path)
+    return out
+
+
 def open_mapped(path: Path, size: int, *, create: bool = False, read_only: bool = False,
                 label: str | None = None) -> tuple[int, mmap.mmap]:
     """Open `path` and map all its `size` bytes: `(fd, mapping)`, both the caller's to close.
@@ -206,20 +239,13 @@ class MappedFileQueue:
         self.flushed_where = 0
 
     def load(self) -> None:
-        """`MappedFileQueue.doLoad`: sorted by name, empty last file deleted, wrong size = error."""
+        """`MappedFileQueue.doLoad` (`load_listing`): empty last file deleted, a wrong size or a stray file = error."""
         if not self.directory.exists():
             return
         if not self.directory.is_dir():
             raise StoreError(f"{self.directory} is not a directory")
-        names = sorted(p for p in self.directory.iterdir() if p.is_file() and OFFSET_NAME.match(p.name))
-        for i, path in enumerate(names):
-            size = path.stat().st_size
-            if size == 0 and i == len(names) - 1:
-                if not self.read_only:
-                    path.unlink()
-                continue
-            if size != self.file_size:
-                raise StoreError(f"{path} is {size} bytes, expected {self.file_size}; the store does not load")
+        for path in load_listing(self.directory, self.file_size, read_only=self.read_only,
+                                 suffix="; the store does not load"):
             mf = MappedFile(path, self.file_size, read_only=self.read_only)
             mf.wrote_position = mf.flushed_position = self.file_size  # fixed later by recovery
             self.files.append(mf)

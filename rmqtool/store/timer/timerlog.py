@@ -19,6 +19,7 @@ from typing import Any
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import BLANK_MAGIC_CODE, TIMERLOG_BLANK_SIZE, TIMERLOG_UNIT_SIZE
 from rmqtool.layouts.timer import TIMERLOG_UNIT
+from rmqtool.store.mappedfile import load_listing
 
 UNIT_PRE_SIZE_FOR_MSG = 28  # offsetPy sits at unit + 28
 UNIT_PRE_SIZE_FOR_METRIC = 40
@@ -100,26 +101,18 @@ class TimerLog:
 
     # -- loading -------------------------------------------------------------------------------
     def load(self) -> None:
-        """`MappedFileQueue.doLoad`: a zero-length last file is dropped, any other odd size fails."""
+        """`MappedFileQueue.doLoad`, as Java's TimerLog.load is: the same `load_listing` as every queue.
+
+        A zero-length last file is dropped; any other file of the wrong size, or a stray name, fails.
+        """
         if not self.directory.exists():
             if self.read_only:
                 return
             self.directory.mkdir(parents=True, exist_ok=True)
-        names = sorted(p for p in self.directory.iterdir() if p.is_file())
-        for i, path in enumerate(names):
-            size = path.stat().st_size
-            if size == 0 and i == len(names) - 1:
-                if not self.read_only:
-                    path.unlink()
-                continue
-            if size != self.file_size:
-                raise StoreError(f"timerlog file {path.name} is {size} bytes, expected {self.file_size}")
-            try:
-                from_offset = int(path.name)
-            except ValueError:
-                raise StoreError(f"timerlog file name {path.name!r} is not an offset") from None
+        for path in load_listing(self.directory, self.file_size, read_only=self.read_only,
+                                 label=lambda p: f"timerlog file {p.name}"):
             fd = os.open(path, os.O_RDONLY if self.read_only else os.O_RDWR)
-            self.files.append(_File(from_offset, path, fd))
+            self.files.append(_File(int(path.name), path, fd))
         # After loading every file counts as full; recovery sets the real end.
         self.wrote_position = self.files[-1].from_offset + self.file_size if self.files else 0
         self.flushed_where = self.wrote_position
