@@ -4,11 +4,13 @@ Kinds (stable names, scripts match on them):
 
 - CommitLog: `bad-magic`, `crc-mismatch`, `size-mismatch`, `torn-tail`, `phys-offset-mismatch`,
   `blank-size-mismatch`, `nonzero-after-blank`, `missing-blank`, `gap-between-files`,
-  `file-size-mismatch`, `bad-file-name`, `unreadable-file`
+  `file-size-mismatch`, `unreadable-file`
 - ConsumeQueue and BatchConsumeQueue: `cq-unit-mismatch`, `cq-gap`, `cq-missing-units`
 - ConsumeQueueExt: `cq-ext-unit-bad`
 - IndexFile: `index-header-bad`, `index-entry-bad`
 - Timer store: `timerlog-unit-bad`, `wheel-slot-mismatch`, `timerwheel-size-bad`
+- Any directory a broker loads by file name (commitlog/, each ConsumeQueue, BatchConsumeQueue and
+  ConsumeQueueExt queue, timerlog/, index/): `bad-file-name` for a stray file (inspect/strays.py)
 - Checkpoints and configs: `checkpoint-ahead`, `timercheck-ahead`, `config-unparsable`,
   `delay-offset-out-of-range`, `consumer-offset-out-of-range`
 """

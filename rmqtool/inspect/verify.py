@@ -22,6 +22,7 @@ from rmqtool.inspect.cqext import CQ_EXT_DIR, ExtReader
 from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, queue_files, relpath
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.problems import Problem
+from rmqtool.inspect.strays import check_index_names, check_queue_names, queue_file_size
 from rmqtool.inspect.timercheck import TimerLogEnd, check_timerlog_units, check_wheel_slots, iter_timerlog
 from rmqtool.inspect.verify_queues import check_batch_consume_queues, check_ext_files, ext_unit_diffs
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT
@@ -59,7 +60,9 @@ def check_store(root: Path, *, check_crc: bool = True, state: VerifyState | None
     st = state or VerifyState(load_layout_config(root))
     st.cfg = st.cfg or load_layout_config(root)
     files = queue_files(root / "commitlog")
-    yield from _check_names(root / "commitlog", root)
+    yield from check_queue_names(root / "commitlog", root,
+                                 queue_file_size(files, st.cfg.commitlog_file_size,
+                                                 "commitlog_file_size" in st.cfg.from_conf), what="CommitLog")
     yield from scan_commitlog_parallel(files, root, check_crc=check_crc, result=st.scan, progress=progress, jobs=jobs,
                               file_size=st.cfg.commitlog_file_size if "commitlog_file_size" in st.cfg.from_conf
                               else None)
@@ -69,17 +72,14 @@ def check_store(root: Path, *, check_crc: bool = True, state: VerifyState | None
         yield from check_batch_consume_queues(root, reader, st)
         yield from check_index_files(root, reader, st)
     yield from check_ext_files(root, st)
+    yield from check_queue_names(root / "timerlog", root,
+                                 queue_file_size(queue_files(root / "timerlog"), st.cfg.timerlog_file_size,
+                                                 "timerlog_file_size" in st.cfg.from_conf),
+                                 what="TimerLog", when="with timerWheelEnable=true (the default) ")
     yield from check_timerlog_units(root, st.cfg)
     yield from check_wheel_slots(root, st.cfg)
     yield from check_checkpoints(root, st)
     yield from check_configs(root, st)
-
-
-def _check_names(directory: Path, root: Path) -> Iterator[Problem]:
-    for p in sorted(directory.iterdir()):
-        if p.is_file() and not (len(p.name) == 20 and p.name.isdigit()):
-            yield Problem(relpath(p, root), 0, "bad-file-name",
-                          "not a 20-digit offset name; a broker's MappedFileQueue ignores or trips on it")
 
 
 def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -> Iterator[Problem]:
@@ -91,6 +91,8 @@ def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -
         files = queue_files(qdir)
         st.files_checked += len(files)
         rng = st.ranges[(topic, qid)] = QueueRange()
+        yield from check_queue_names(qdir, root, queue_file_size(files, cfg.cq_file_size, "cq_file_size" in cfg.from_conf),
+                                     what="ConsumeQueue")
         if not files:
             continue
         prev_end = None
@@ -193,13 +195,11 @@ def check_index_files(root: Path, reader: CommitLogReader, st: VerifyState) -> I
     if not idir.is_dir():
         return
     cfg = st.cfg
+    yield from check_index_names(idir, root, cfg.index_file_size)
     for path in sorted(idir.iterdir()):
-        if not path.is_file():
+        if not path.is_file() or not INDEX_NAME.match(path.name):
             continue
         rel = relpath(path, root)
-        if not INDEX_NAME.match(path.name):
-            yield Problem(rel, 0, "bad-file-name", "index files are named yyyyMMddHHmmssSSS")
-            continue
         st.files_checked += 1
         yield from check_index_file(path, rel, reader, st.scan, cfg)
 

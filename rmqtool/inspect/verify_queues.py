@@ -20,6 +20,7 @@ from rmqtool.inspect.cqext import CQ_EXT_DIR, ExtEntry, ExtReader, iter_ext_unit
 from rmqtool.inspect.derive_queues import batch_unit_of
 from rmqtool.inspect.files import queue_files, relpath
 from rmqtool.inspect.problems import Problem
+from rmqtool.inspect.strays import check_queue_names, queue_file_size
 from rmqtool.layouts.cqext import undecorate
 from rmqtool.layouts.message import Blank, MessageExt, RecordError
 
@@ -31,6 +32,8 @@ def check_batch_consume_queues(root: Path, reader: CommitLogReader, st) -> Itera
         files = queue_files(qdir)
         st.files_checked += len(files)
         rng = st.ranges[(topic, qid)] = QueueRange()
+        yield from check_queue_names(qdir, root, queue_file_size(files, cfg.bcq_file_size, "bcq_file_size" in cfg.from_conf),
+                                     what="BatchConsumeQueue", engine=False)
         prev_end = None
         for qf in files:
             size = qf.path.stat().st_size
@@ -115,6 +118,9 @@ def check_ext_files(root: Path, st) -> Iterator[Problem]:
     for _topic, _qid, qdir in queue_dirs(root / CQ_EXT_DIR):
         files = queue_files(qdir)
         st.files_checked += len(files)
+        yield from check_queue_names(qdir, root, queue_file_size(files, st.cfg.cq_ext_file_size,
+                                                                 "cq_ext_file_size" in st.cfg.from_conf),
+                                     what="ConsumeQueueExt", when="with enableConsumeQueueExt=true ", engine=False)
         for e in iter_ext_units(files):
             if e.problem is not None:
                 yield Problem(relpath(e.file.path, root), e.pos, "cq-ext-unit-bad", e.problem)
