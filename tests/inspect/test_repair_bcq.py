@@ -13,6 +13,7 @@ import pytest
 from rmqtool.inspect.configs import load_config
 from rmqtool.inspect.cq import iter_units
 from rmqtool.inspect.files import queue_files
+from rmqtool.inspect.layoutconfig import load_layout_config
 from rmqtool.inspect.repair import plan_repair, repair
 from rmqtool.inspect.verify import check_store
 from rmqtool.layouts.cqext import is_ext_addr
@@ -50,10 +51,15 @@ def _damage(root: Path, how: str) -> None:
         doc = json.loads(path.read_text())
         doc["topicConfigTable"]["BatchTopic"]["attributes"] = {}
         path.write_text(json.dumps(doc, indent="\t"))
+    elif how == "size-from-files":  # broker.conf does not say: the existing files' size is used
+        conf = root / "broker.conf"
+        conf.write_text("".join(line for line in conf.read_text().splitlines(keepends=True)
+                                if not line.startswith("mapperFileSizeBatchConsumeQueue")))
+        assert load_layout_config(root).bcq_file_size == 4 * 46
 
 
 @pytest.mark.parametrize("how", ["as-is", "deleted-file", "truncated-file", "deleted-queues", "no-topics-json",
-                                 "unmarked-topic"])
+                                 "unmarked-topic", "size-from-files"])
 def test_repair_rebuilds_batch_consume_queues_as_the_broker_wrote_them(stores, store_copy, how):
     good = stores / "good-bcq-ext"
     root = store_copy("damaged-bcq-wrong-batch-size")
