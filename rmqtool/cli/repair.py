@@ -20,6 +20,11 @@ def repair(
     """Repair a store: cut the CommitLog and TimerLog where recovery would stop, set later files aside,
     rebuild ConsumeQueues, index files and the timer wheel, pull checkpoints back to the data.
 
+    Topics marked queue.type=BatchCQ in config/topics.json, or with a batchconsumequeue/ directory,
+    get their BatchConsumeQueues rebuilt instead of ConsumeQueues, and their consumer offsets are
+    checked against them. ConsumeQueueExt files are kept; a rebuilt unit keeps its ext address
+    only while the ext unit still matches its record.
+
     Nothing is dropped: every cut byte range and replaced file goes to STORE/repair-<time>/
     (with plan.json). Refuses a store whose lock is held (a running broker). Prints one JSON
     line per action.

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rmqtool.inspect.files import INDEX_NAME, queue_files
 from rmqtool.layouts.constants import (
+    BCQ_STORE_UNIT_SIZE,
     CQ_STORE_UNIT_SIZE,
     DEFAULT_BCQ_FILE_SIZE,
     DEFAULT_COMMITLOG_FILE_SIZE,
@@ -132,6 +133,16 @@ def load_layout_config(root: Path | None) -> LayoutConfig:
                 files = queue_files(qdirs[0]) if qdirs else []
                 if files and files[0].path.stat().st_size:
                     cfg.cq_file_size = files[0].path.stat().st_size
+                    break
+    if "bcq_file_size" not in cfg.from_conf:
+        bcqroot = root / "batchconsumequeue"
+        if bcqroot.is_dir():
+            for tdir in sorted(bcqroot.iterdir()):
+                qdirs = sorted(tdir.iterdir()) if tdir.is_dir() else []
+                files = queue_files(qdirs[0]) if qdirs else []
+                size = files[0].path.stat().st_size if files else 0
+                if size and size % BCQ_STORE_UNIT_SIZE == 0:
+                    cfg.bcq_file_size = size
                     break
     if not {"hash_slot_num", "index_num"} & cfg.from_conf:
         idx = root / "index"

@@ -4,9 +4,33 @@
    tail, a gap between files) and set aside every later file, as `recoverAbnormally` +
    `truncateDirtyFiles` do.
 2. Cut the TimerLog at the first bad unit.
-3. Rebuild every ConsumeQueue and index file from the CommitLog (the dispatch rules of
-   `rmqtool.inspect.derive`), and the timer wheel from the TimerLog (`reviseSlot`).
-4. Pull checkpoints that are ahead of the data back to it.
+3. Rebuild every ConsumeQueue, BatchConsumeQueue and index file from the CommitLog (the dispatch
+   rules of `rmqtool.inspect.derive`), and the timer wheel from the TimerLog (`reviseSlot`).
+4. Pull checkpoints that are ahead of the data back to it, and clamp delay and consumer offsets
+   to their queues' ranges.
+
+BatchCQ topics. A broker's dispatch gives a topic's records BatchConsumeQueue units
+(`batchconsumequeue/<topic>/<queueId>/`, one unit per record with msgBaseOffset and batchSize)
+instead of ConsumeQueue units when the topic's config says `queue.type=BatchCQ`
+(`ConsumeQueueStore.findOrCreateConsumeQueue`, `QueueTypeUtils.getCQType`). Repair's rule: a topic
+is BatchCQ when config/topics.json (or topics.json.bak, as a broker falls back to it) marks it so,
+or when the store has a `batchconsumequeue/<topic>/<queueId>/` directory for it (a broker only
+creates one for a BatchCQ topic, and refuses to load one whose topic config disagrees, so the
+directory is the better witness when topics.json is missing or lost the attribute). The records of
+BatchCQ topics get BatchConsumeQueue units only (`putBatchMessagePositionInfo`, from file 0 as a
+broker rebuilding an empty queue does), never ConsumeQueue units; their consumer offsets are
+checked against the BatchConsumeQueue range, [first msgBaseOffset, last msgBaseOffset + batchSize],
+which counts messages, not records. Other topics are rebuilt as before.
+
+ConsumeQueueExt files (`enableConsumeQueueExt`) are kept as they are, not rebuilt: an ext unit's
+filter bit map is what the consumers' SQL92 filters registered at dispatch time made of the
+message (`CommitLogDispatcherCalcBitMap`), which the CommitLog does not hold. A rebuilt
+ConsumeQueue unit keeps its old ext address when the old unit at that queue offset pointed at the
+same record and the ext unit there still holds the record's tagsCode and store time; any other
+unit gets the plain tagsCode, which is what `ConsumeQueue.putMessagePositionInfoWrapper` stores
+when the ext put fails and what a broker reads like any tag hash. So no rebuilt unit points at an
+ext address that does not match its record. The rebuild-consumequeue action says how many units
+kept their address and how many lost it.
 
 Every cut byte range and every replaced file is moved or copied into `<store>/repair-<time>/`
 under its original relative path (a cut range as `<name>.<offset>`), with `plan.json` listing
@@ -29,7 +53,11 @@ from typing import Any
 
 from rmqtool.errors import InvalidInput
 from rmqtool.inspect import derive
+from rmqtool.inspect import repair_queues as rq
+from rmqtool.inspect.bcq import BCQ_DIR
 from rmqtool.inspect.commitlog import ScanResult, scan_commitlog
+from rmqtool.inspect.cqext import CQ_EXT_DIR
+from rmqtool.inspect.derive_queues import BatchConsumeQueueWriter, batch_unit_of
 from rmqtool.inspect.files import INDEX_NAME, ReadOnlyFile, queue_files
 from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.timercheck import TimerLogEnd, iter_timerlog
@@ -40,7 +68,9 @@ from rmqtool.layouts.message import Blank, RecordError, decode_record
 
 @dataclass
 class Action:
-    action: str  # truncate | set-aside | rebuild-consumequeue | rebuild-index | rebuild-timerwheel | rewrite-checkpoint
+    # truncate | set-aside | rebuild-consumequeue | rebuild-batchconsumequeue | rebuild-index | rebuild-timerwheel
+    # | rewrite-checkpoint | clamp-offsets | restore-config
+    action: str
     path: str
     pos: int = 0
     detail: str = ""
@@ -63,6 +93,11 @@ class Plan:
     actions: list[Action] = field(default_factory=list)
     commitlog_end: int = 0
     timerlog_end: int = 0
+    bcq_topics: dict[str, str] = field(default_factory=dict)  # BatchCQ topic -> why (repair_queues.batchcq_topics)
+    # [min, max] of every queue as the rebuilt (Batch)ConsumeQueues will have them
+    ranges: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict, repr=False)
+    # ConsumeQueue units that keep their ConsumeQueueExt address: (topic, qid) -> qoff -> (phys, size, addr)
+    ext_keep: dict[tuple[str, int], dict[int, tuple[int, int, int]]] = field(default_factory=dict, repr=False)
 
 
 @contextmanager
@@ -87,19 +122,19 @@ def plan_repair(root: Path, cfg: LayoutConfig | None = None, *, now_ms: int | No
     root = Path(root)
     if not (root / "commitlog").is_dir():
         raise InvalidInput(f"{root}: not a store directory (no commitlog/)")
-    if any((root / "batchconsumequeue").glob("*/*")):
-        # the rebuild below writes ConsumeQueue units for every record and clamps consumer offsets to
-        # record counts: both wrong for BatchCQ topics, whose queues count messages of inner batches
-        raise InvalidInput(f"{root}: holds BatchConsumeQueues (batchconsumequeue/), which repair does not "
-                           "rebuild yet; `rmqtool verify` checks them")
     cfg = cfg or load_layout_config(root)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime((now_ms or int(time.time() * 1000)) / 1000))
     plan = Plan(root, root / f"repair-{stamp}")
+    plan.bcq_topics = rq.batchcq_topics(root)
     files = queue_files(root / "commitlog")
     scan = ScanResult()
-    for _ in scan_commitlog(files, root, check_crc=True, result=scan):
+    bcq_records = rq.BatchCqRecords(set(plan.bcq_topics)) if plan.bcq_topics else None
+    for _ in scan_commitlog(files, root, check_crc=True, result=scan, on_record=bcq_records):
         pass
     plan.commitlog_end = scan.end_offset
+    plan.ranges = _queue_ranges(scan, plan.bcq_topics)
+    if bcq_records is not None:
+        plan.ranges.update(rq.batchcq_ranges(files, bcq_records))
     for qf in files:
         size = qf.path.stat().st_size
         rel = f"commitlog/{qf.name}"
@@ -140,12 +175,30 @@ def plan_repair(root: Path, cfg: LayoutConfig | None = None, *, now_ms: int | No
             elif qf.base > end.offset:
                 plan.actions.append(Action("set-aside", rel, 0, "a TimerLog file after the first bad unit",
                                            _saved_name(rel), size))
+    ext_note = ""
+    if (root / CQ_EXT_DIR).is_dir():
+        plan.ext_keep, dropped = rq.ext_addresses_to_keep(root, files, scan.end_offset, cfg, set(plan.bcq_topics))
+        kept = sum(len(m) for m in plan.ext_keep.values())
+        ext_note = (f"; {CQ_EXT_DIR}/ is kept as it is (its filter bit maps cannot be derived from the CommitLog): "
+                    f"{kept} unit(s) keep their ext address; {dropped} whose ext unit or record no longer matches, "
+                    "and any without an old unit, get the plain tagsCode (what the broker stores when the ext "
+                    "put fails)")
+    if plan.bcq_topics:
+        ext_note += (f"; the BatchCQ topic(s) {', '.join(sorted(plan.bcq_topics))} get BatchConsumeQueue units "
+                     "instead")
     if (root / "consumequeue").exists():
         plan.actions.append(Action("rebuild-consumequeue", "consumequeue", 0,
-                                   "set the old ConsumeQueues aside and rebuild them from the CommitLog",
+                                   "set the old ConsumeQueues aside and rebuild them from the CommitLog" + ext_note,
                                    "consumequeue"))
     else:
-        plan.actions.append(Action("rebuild-consumequeue", "consumequeue", 0, "build from the CommitLog"))
+        plan.actions.append(Action("rebuild-consumequeue", "consumequeue", 0, "build from the CommitLog" + ext_note))
+    if plan.bcq_topics or (root / BCQ_DIR).exists():
+        why = "; ".join(f"{t} ({w})" for t, w in sorted(plan.bcq_topics.items())) or "none"
+        old = (root / BCQ_DIR).exists()
+        plan.actions.append(Action("rebuild-batchconsumequeue", BCQ_DIR, 0,
+                                   ("set the old BatchConsumeQueues aside and rebuild them" if old else "build them")
+                                   + f" from the CommitLog, one unit per record, for the BatchCQ topics: {why}",
+                                   BCQ_DIR if old else None))
     plan.actions.append(Action("rebuild-index", "index", 0, "set the old index files aside and rebuild them "
                                "from the CommitLog", "index" if (root / "index").exists() else None))
     if tfiles or (root / "timerwheel").exists():
@@ -168,7 +221,7 @@ def plan_repair(root: Path, cfg: LayoutConfig | None = None, *, now_ms: int | No
             plan.actions.append(Action("rewrite-checkpoint", "config/timercheck", 8,
                                        f"lastTimerLogFlushPos {flush} -> {min(flush, end.offset)}, queue offsets "
                                        f"{q}/{mq} -> at most {timer_max}", "config/timercheck"))
-    plan.actions.extend(_config_clamps(root, scan))
+    plan.actions.extend(_config_clamps(root, plan.ranges))
     return plan
 
 
@@ -177,17 +230,18 @@ def _timer_queue_max(scan: ScanResult) -> int:
     return st.max_queue_offset + 1 if st else 0
 
 
-def _queue_ranges(scan: ScanResult) -> dict[tuple[str, int], tuple[int, int]]:
-    """[min, max] per queue as the rebuilt ConsumeQueues will have them."""
-    return {k: (st.min_queue_offset, st.max_queue_offset + 1) for k, st in scan.queues.items()}
+def _queue_ranges(scan: ScanResult, bcq_topics=()) -> dict[tuple[str, int], tuple[int, int]]:
+    """[min, max] per queue as the rebuilt ConsumeQueues will have them (BatchCQ queues left out:
+    theirs count messages, `repair_queues.batchcq_ranges`)."""
+    return {k: (st.min_queue_offset, st.max_queue_offset + 1) for k, st in scan.queues.items()
+            if k[0] not in bcq_topics}
 
 
-def _config_clamps(root: Path, scan: ScanResult) -> list[Action]:
+def _config_clamps(root: Path, ranges: dict[tuple[str, int], tuple[int, int]]) -> list[Action]:
     """Delay and consumer offsets outside their queues, clamped as `correctDelayOffset` does."""
     from rmqtool.inspect.configs import ConfigError, int_keyed, load_config
     from rmqtool.layouts.constants import SCHEDULE_TOPIC
 
-    ranges = _queue_ranges(scan)
     out = []
     for name in ("delayOffset.json", "consumerOffset.json"):
         path = root / "config" / name
@@ -272,6 +326,9 @@ def apply_repair(plan: Plan, cfg: LayoutConfig | None = None) -> None:
         if a.action == "rebuild-consumequeue":
             if (root / "consumequeue").exists():
                 _move(root / "consumequeue", side / "consumequeue")
+        elif a.action == "rebuild-batchconsumequeue":
+            if (root / BCQ_DIR).exists():
+                _move(root / BCQ_DIR, side / BCQ_DIR)
         elif a.action == "rebuild-index":
             if (root / "index").exists():
                 _move(root / "index", side / "index")
@@ -287,10 +344,10 @@ def apply_repair(plan: Plan, cfg: LayoutConfig | None = None) -> None:
         if a.action == "rewrite-checkpoint":
             _rewrite_checkpoint(root, a, plan, side)
         elif a.action in ("clamp-offsets", "restore-config"):
-            _fix_config(root, a, side)
+            _fix_config(root, a, side, plan.ranges)
 
 
-def _fix_config(root: Path, a: Action, side: Path) -> None:
+def _fix_config(root: Path, a: Action, side: Path, ranges: dict[tuple[str, int], tuple[int, int]]) -> None:
     from rmqtool.inspect.configs import int_keyed, load_config
     from rmqtool.inspect.fastjson import to_fastjson
     from rmqtool.layouts.constants import SCHEDULE_TOPIC
@@ -302,11 +359,6 @@ def _fix_config(root: Path, a: Action, side: Path) -> None:
         shutil.copy2(path.with_name(path.name + ".bak"), path)
         return
     doc = load_config(path)
-    files = queue_files(root / "commitlog")
-    scan = ScanResult()
-    for _ in scan_commitlog(files, root, check_crc=False, result=scan):
-        pass
-    ranges = _queue_ranges(scan)
     table = doc["offsetTable"]
     if path.name == "delayOffset.json":
         new = {}
@@ -363,18 +415,34 @@ def _move(src: Path, dst: Path) -> None:
 def _rebuild_from_commitlog(root: Path, cfg: LayoutConfig, plan: Plan) -> None:
     files = queue_files(root / "commitlog")
     rebuild_cq = any(a.action == "rebuild-consumequeue" for a in plan.actions)
+    rebuild_bcq = any(a.action == "rebuild-batchconsumequeue" for a in plan.actions)
     rebuild_index = any(a.action == "rebuild-index" for a in plan.actions)
     cqs: dict[tuple[str, int], derive.ConsumeQueueWriter] = {}
+    bcqs: dict[tuple[str, int], BatchConsumeQueueWriter] = {}
     index: derive.IndexFileWriter | None = None
     try:
         for msg in iter_messages(files, plan.commitlog_end):
-            if rebuild_cq and derive.gets_cq_unit(msg.sys_flag):
+            if derive.gets_cq_unit(msg.sys_flag):
                 key = (msg.topic, msg.queue_id)
-                w = cqs.get(key)
-                if w is None:
-                    w = cqs[key] = derive.ConsumeQueueWriter(root / "consumequeue" / msg.topic / str(msg.queue_id),
-                                                             cfg.cq_file_size)
-                w.put(msg.queue_offset, msg.commit_log_offset, msg.total_size, derive.tags_code(msg, cfg))
+                if msg.topic in plan.bcq_topics:  # BatchConsumeQueue.putMessagePositionInfoWrapper
+                    base, num = batch_unit_of(msg)
+                    if rebuild_bcq and base >= 0 and num >= 0:
+                        bw = bcqs.get(key)
+                        if bw is None:
+                            bw = bcqs[key] = BatchConsumeQueueWriter(root / BCQ_DIR / msg.topic / str(msg.queue_id),
+                                                                     cfg.bcq_file_size)
+                        bw.put(msg.commit_log_offset, msg.total_size, derive.tags_code(msg, cfg),
+                               msg.store_timestamp, base, num)
+                elif rebuild_cq:
+                    w = cqs.get(key)
+                    if w is None:
+                        w = cqs[key] = derive.ConsumeQueueWriter(root / "consumequeue" / msg.topic /
+                                                                 str(msg.queue_id), cfg.cq_file_size)
+                    tags = derive.tags_code(msg, cfg)
+                    kept = plan.ext_keep.get(key, {}).get(msg.queue_offset)
+                    if kept is not None and kept[:2] == (msg.commit_log_offset, msg.total_size):
+                        tags = kept[2]  # the old unit's ConsumeQueueExt address, still right for this record
+                    w.put(msg.queue_offset, msg.commit_log_offset, msg.total_size, tags)
             if rebuild_index:
                 for key in derive.index_keys(msg):
                     if index is None or index.full:
@@ -390,6 +458,8 @@ def _rebuild_from_commitlog(root: Path, cfg: LayoutConfig, plan: Plan) -> None:
             index.close()
     if rebuild_cq:
         (root / "consumequeue").mkdir(exist_ok=True)
+    if rebuild_bcq:
+        (root / BCQ_DIR).mkdir(exist_ok=True)
 
 
 def _index_name(root: Path, ms: int) -> str:

@@ -94,12 +94,6 @@ def test_a_damaged_ext_unit_is_reported_where_it_is(store_copy):
     assert ("consumequeue/ExtTopic/0/00000000000000000000", 40, "cq-unit-mismatch") in kinds
 
 
-def test_repair_refuses_a_store_with_batch_consume_queues(stores, rmq):
-    """Its ConsumeQueue rebuild would give BatchCQ records ConsumeQueue units and clamp their offsets."""
-    r = rmq("repair", str(stores / "good-bcq-ext"), "--dry-run")
-    assert r.returncode == 2 and b"batchconsumequeue" in r.stderr and b"Traceback" not in r.stderr
-
-
 def test_store_summary_lists_batch_queues_and_ext_streams(stores):
     """`inspect store`: a BatchConsumeQueue's range is in messages (last msgBaseOffset + batchSize),
     consumer lag of a BatchCQ topic counts against it, and each ext stream has its byte range."""
