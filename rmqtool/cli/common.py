@@ -79,57 +79,29 @@ def check_store_path(root: Path) -> None:
 
 
 def store_config(root: Path, **overrides: Any) -> Any:
-    """A StoreConfig for an existing (or new) store; file sizes are taken from the files present.
+    """A StoreConfig for an existing (or new) store, with the sizes it was written with.
 
     A broker refuses a store whose files differ from its configured sizes; a command opening a
-    store someone else wrote (a `serve -c broker.conf` with other sizes, a test store) adopts them.
+    store someone else wrote (a `serve -c broker.conf` with other sizes, a test store) adopts
+    them: from a `broker.conf` beside the store, else from the files, as `inspect` reads them
+    (`load_layout_config`). Index sizes that the files leave ambiguous are not guessed: the
+    store then refuses to open rather than write into an index of the wrong shape.
     """
+    from rmqtool.inspect.layoutconfig import load_layout_config
     from rmqtool.store.config import StoreConfig
 
     cfg = StoreConfig(store_path_root_dir=root)
-    first_cl = _first_file(root / "commitlog")
-    if first_cl is not None:
-        cfg.mapped_file_size_commit_log = first_cl.stat().st_size
-    cq_root = root / "consumequeue"
-    if cq_root.is_dir():
-        for topic_dir in cq_root.iterdir():
-            sizes = [f.stat().st_size for q in topic_dir.iterdir() if q.is_dir() for f in q.iterdir()
-                     if f.is_file() and f.stat().st_size > 0] if topic_dir.is_dir() else []
-            if sizes:
-                cfg.mapped_file_size_consume_queue = max(sizes)
-                break
-    first_index = _first_file(root / "index")
-    if first_index is not None:
-        fitted = _index_capacity(first_index.stat().st_size)
-        if fitted is not None:
-            cfg.max_hash_slot_num, cfg.max_index_num = fitted
+    layout = load_layout_config(root) if root.is_dir() else None
+    if layout is not None:
+        cfg.mapped_file_size_commit_log = layout.commitlog_file_size
+        cfg.mapped_file_size_consume_queue = layout.cq_file_size
+        cfg.mapped_file_size_timer_log = layout.timerlog_file_size
+        cfg.timer_precision_ms = layout.timer_precision_ms
+        if layout.index_geometry_known:
+            cfg.max_hash_slot_num, cfg.max_index_num = layout.hash_slot_num, layout.index_num
     for k, v in overrides.items():
         setattr(cfg, k, v)
     return cfg
-
-
-def _index_capacity(size: int) -> tuple[int, int] | None:
-    """(maxHashSlotNum, maxIndexNum) of an IndexFile of `size` = 40 + 4*slots + 20*num bytes.
-
-    The size alone does not tell the two apart; the broker default ratio 1:4 is tried first,
-    then other whole ratios (the file loads only if the guess reproduces the size exactly).
-    """
-    body = size - 40
-    if body <= 0:
-        return None
-    for ratio in (4, 2, 1, 8, 3, 5, 10, 16):
-        per_slot = 4 + 20 * ratio
-        if body % per_slot == 0:
-            slots = body // per_slot
-            return slots, slots * ratio
-    return None
-
-
-def _first_file(d: Path) -> Path | None:
-    if not d.is_dir():
-        return None
-    files = sorted(f for f in d.iterdir() if f.is_file() and f.name.isdigit() and f.stat().st_size > 0)
-    return files[0] if files else None
 
 
 # -- output --------------------------------------------------------------------------------------

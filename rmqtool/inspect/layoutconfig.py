@@ -27,6 +27,7 @@ from rmqtool.layouts.constants import (
     INDEX_HEADER_SIZE,
     INDEX_SLOT_SIZE,
 )
+from rmqtool.store.index import fit_index_geometry
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -54,6 +55,7 @@ class LayoutConfig:
     cq_ext_file_size: int = DEFAULT_CQ_EXT_FILE_SIZE
     delay_levels_ms: list[int] = field(default_factory=lambda: parse_delay_levels(DEFAULT_DELAY_LEVELS))
     from_conf: set[str] = field(default_factory=set)
+    index_geometry_known: bool = True  # False: the index sizes below are a guess from a file's length
 
     @property
     def index_file_size(self) -> int:
@@ -149,7 +151,13 @@ def load_layout_config(root: Path | None) -> LayoutConfig:
         if idx.is_dir():
             for p in sorted(idx.iterdir()):
                 if INDEX_NAME.match(p.name) and p.stat().st_size not in (0, cfg.index_file_size):
-                    # sizes unknown: keep slot count, derive entries from the file length
+                    fitted = fit_index_geometry(p, (cfg.hash_slot_num, cfg.index_num))
+                    if fitted is not None:
+                        cfg.hash_slot_num, cfg.index_num = fitted
+                        break
+                    # unknown: keep the slot count, derive entries from the file length (a guess,
+                    # good enough to read; `index_geometry_known` tells writers not to trust it)
+                    cfg.index_geometry_known = False
                     rest = p.stat().st_size - INDEX_HEADER_SIZE - cfg.hash_slot_num * INDEX_SLOT_SIZE
                     if rest > 0 and rest % INDEX_ENTRY_SIZE == 0:
                         cfg.index_num = rest // INDEX_ENTRY_SIZE

@@ -8,6 +8,7 @@ space-separated KEYS token; the bucket holds the newest entry, entries chain bac
 from __future__ import annotations
 
 import datetime
+import mmap
 import os
 import re
 import struct
@@ -66,6 +67,89 @@ def index_file_name(ms: int) -> str:
     """`UtilAll.timeMillisToHumanString`: yyyyMMddHHmmssSSS in the local time zone."""
     t = datetime.datetime.fromtimestamp(ms / 1000)
     return t.strftime("%Y%m%d%H%M%S") + f"{ms % 1000:03d}"
+
+
+def index_geometry_fits(data: bytes | memoryview, hash_slot_num: int, index_num: int) -> bool:
+    """Does an index file's content read right as `hash_slot_num` slots and `index_num` entries?
+
+    The file size alone does not tell the two apart (4 * slots + 20 * entries has many
+    solutions), and writing with a wrong guess would damage the file. Under the right geometry
+    the header's indexCount fits, and every slot's newest entry is a key that hashes to that
+    slot with a chain pointing backwards; under a wrong one, slots read entry bytes and entries
+    are shifted, so these fail.
+    """
+    if len(data) != INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE:
+        return False
+    count = INDEX_HEADER.unpack_from(data, 0)[5]
+    if count < 0 or count > index_num:
+        return False
+    base = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+    if any(data[base : base + INDEX_ENTRY_SIZE]):  # entry 0 is never written (indexCount starts at 1)
+        return False
+    checked = 0
+    for slot in range(hash_slot_num):
+        value = _I32.unpack_from(data, INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE)[0]
+        if value == 0:
+            continue
+        if value < 0 or value >= max(count, 1):
+            return False
+        key_hash, _phy, _diff, prev = INDEX_ENTRY.unpack_from(data, base + value * INDEX_ENTRY_SIZE)
+        if key_hash < 0 or key_hash % hash_slot_num != slot or not 0 <= prev < value:
+            return False
+        checked += 1
+        if checked >= 256:
+            break
+    for i in range(1, min(count, 1024)):  # each entry chains back to an older one of its slot
+        key_hash, phy, diff, prev = INDEX_ENTRY.unpack_from(data, base + i * INDEX_ENTRY_SIZE)
+        if key_hash < 0 or phy < 0 or diff < 0 or not 0 <= prev < i:
+            return False
+        if prev and INDEX_ENTRY.unpack_from(data, base + prev * INDEX_ENTRY_SIZE)[0] % hash_slot_num != (
+                key_hash % hash_slot_num):
+            return False
+    return True
+
+
+def fit_index_geometry(path: Path, default: tuple[int, int]) -> tuple[int, int] | None:
+    """(maxHashSlotNum, maxIndexNum) an index file was written with, from its size and content.
+
+    `default` wins when it fits; else the default slot count with the entries the size leaves,
+    then, for files up to 16 MiB, every slot count the size allows. When several read right (a
+    file with few keys), the first of the broker's usual slot:entry ratios (1:4, 1:2, 1:1, ...)
+    among them; None when none does, only odd ratios do, or the file holds no entry yet: the
+    caller must then be told the sizes.
+    """
+    size = path.stat().st_size
+    body = size - INDEX_HEADER_SIZE
+    if body <= 0:
+        return None
+    slots0, num0 = default
+    if size == INDEX_HEADER_SIZE + slots0 * INDEX_SLOT_SIZE + num0 * INDEX_ENTRY_SIZE:
+        return default
+    with open(path, "rb") as f:
+        if size > 1 << 24:  # a big file: only the default slot count is tried, on a mapping
+            rest = body - slots0 * INDEX_SLOT_SIZE
+            if rest <= 0 or rest % INDEX_ENTRY_SIZE:
+                return None
+            with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
+                ok = INDEX_HEADER.unpack_from(mm, 0)[5] > 1 and index_geometry_fits(mm, slots0, rest // INDEX_ENTRY_SIZE)
+            return (slots0, rest // INDEX_ENTRY_SIZE) if ok else None
+        data = f.read()
+    if INDEX_HEADER.unpack_from(data, 0)[5] <= 1:  # no entry yet: nothing tells the shape
+        return None
+    fits = [(slots, (body - slots * INDEX_SLOT_SIZE) // INDEX_ENTRY_SIZE)
+            for slots in range(1, body // INDEX_SLOT_SIZE)
+            if (body - slots * INDEX_SLOT_SIZE) % INDEX_ENTRY_SIZE == 0]
+    fits = [g for g in fits if index_geometry_fits(data, *g)]
+    if len(fits) <= 1:
+        return fits[0] if fits else None
+    for ratio in _USUAL_RATIOS:
+        for slots, num in fits:
+            if num == slots * ratio:
+                return slots, num
+    return None
+
+
+_USUAL_RATIOS = (4, 2, 1, 8, 3, 5, 10, 16)  # maxIndexNum / maxHashSlotNum, the default 4 first
 
 
 class IndexFile:
