@@ -24,7 +24,12 @@ from rmqtool.inspect.layoutconfig import LayoutConfig, load_layout_config
 from rmqtool.inspect.problems import Problem
 from rmqtool.inspect.strays import check_index_names, check_queue_names, queue_file_size
 from rmqtool.inspect.timercheck import TimerLogEnd, check_timerlog_units, check_wheel_slots, iter_timerlog
-from rmqtool.inspect.verify_queues import check_batch_consume_queues, check_ext_files, ext_unit_diffs
+from rmqtool.inspect.verify_queues import (
+    check_batch_consume_queues,
+    check_ext_files,
+    check_file_sequence,
+    ext_unit_diffs,
+)
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT
 from rmqtool.layouts.constants import (
     CQ_STORE_UNIT_SIZE,
@@ -95,16 +100,7 @@ def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -
                                      what="ConsumeQueue")
         if not files:
             continue
-        prev_end = None
-        for qf in files:
-            size = qf.path.stat().st_size
-            if prev_end is not None and qf.base != prev_end:
-                yield Problem(relpath(qf.path, root), 0, "cq-gap",
-                              f"file starts at byte {qf.base}, the previous file ends at {prev_end}")
-            if size != cfg.cq_file_size and qf is not files[-1]:
-                yield Problem(relpath(qf.path, root), 0, "file-size-mismatch",
-                              f"ConsumeQueue file is {size} bytes, expected {cfg.cq_file_size}")
-            prev_end = qf.base + size
+        yield from check_file_sequence(files, root, cfg.cq_file_size, "ConsumeQueue")
         end = CqEnd()
         ext = ExtReader(root / CQ_EXT_DIR / topic / str(qid))
         rng.min_offset = files[0].base // CQ_STORE_UNIT_SIZE

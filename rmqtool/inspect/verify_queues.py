@@ -18,11 +18,26 @@ from rmqtool.inspect.commitlog import CommitLogReader
 from rmqtool.inspect.cq import CqEnd, QueueRange, queue_dirs
 from rmqtool.inspect.cqext import CQ_EXT_DIR, ExtEntry, ExtReader, iter_ext_units
 from rmqtool.inspect.derive_queues import batch_unit_of
-from rmqtool.inspect.files import queue_files, relpath
+from rmqtool.inspect.files import QueueFile, queue_files, relpath
 from rmqtool.inspect.problems import Problem
 from rmqtool.inspect.strays import check_queue_names, queue_file_size
 from rmqtool.layouts.cqext import undecorate
 from rmqtool.layouts.message import Blank, MessageExt, RecordError
+
+
+def check_file_sequence(files: list[QueueFile], root: Path, file_size: int, what: str) -> Iterator[Problem]:
+    """A queue's files follow each other (each starts where the previous ends) and all but the
+    last have the configured size, as MappedFileQueue.load requires."""
+    prev_end = None
+    for qf in files:
+        size = qf.path.stat().st_size
+        if prev_end is not None and qf.base != prev_end:
+            yield Problem(relpath(qf.path, root), 0, "cq-gap",
+                          f"file starts at byte {qf.base}, the previous file ends at {prev_end}")
+        if size != file_size and qf is not files[-1]:
+            yield Problem(relpath(qf.path, root), 0, "file-size-mismatch",
+                          f"{what} file is {size} bytes, expected {file_size}")
+        prev_end = qf.base + size
 
 
 def check_batch_consume_queues(root: Path, reader: CommitLogReader, st) -> Iterator[Problem]:
@@ -34,16 +49,7 @@ def check_batch_consume_queues(root: Path, reader: CommitLogReader, st) -> Itera
         rng = st.ranges[(topic, qid)] = QueueRange()
         yield from check_queue_names(qdir, root, queue_file_size(files, cfg.bcq_file_size, "bcq_file_size" in cfg.from_conf),
                                      what="BatchConsumeQueue", engine=False)
-        prev_end = None
-        for qf in files:
-            size = qf.path.stat().st_size
-            if prev_end is not None and qf.base != prev_end:
-                yield Problem(relpath(qf.path, root), 0, "cq-gap",
-                              f"file starts at byte {qf.base}, the previous file ends at {prev_end}")
-            if size != cfg.bcq_file_size and qf is not files[-1]:
-                yield Problem(relpath(qf.path, root), 0, "file-size-mismatch",
-                              f"BatchConsumeQueue file is {size} bytes, expected {cfg.bcq_file_size}")
-            prev_end = qf.base + size
+        yield from check_file_sequence(files, root, cfg.bcq_file_size, "BatchConsumeQueue")
         end = CqEnd()
         last: BcqEntry | None = None
         found_min = False
