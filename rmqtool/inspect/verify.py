@@ -29,6 +29,8 @@ from rmqtool.inspect.verify_queues import (
     check_ext_files,
     check_file_sequence,
     ext_unit_diffs,
+    past_end_problem,
+    trailing_data_problem,
 )
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT
 from rmqtool.layouts.constants import (
@@ -131,10 +133,7 @@ def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -
         ext.close()
         if past_end is not None:
             rel, u = past_end
-            yield Problem(rel, u.pos, "cq-unit-mismatch",
-                          f"{past_count} unit(s) from queue offset {u.queue_offset} point at CommitLog "
-                          f"{u.commit_log_offset} and later, past the end of the good data at {scan.end_offset}; "
-                          "recovery truncates them")
+            yield past_end_problem(rel, u.pos, past_count, u.queue_offset, u.commit_log_offset, scan.end_offset)
         if last is not None:
             rng.max_offset = last.queue_offset + 1
             rng.max_phys_end = -1 if last.is_blank else last.commit_log_offset + last.size
@@ -142,10 +141,7 @@ def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -
             rng.max_offset = rng.min_offset
         if not found_min:
             rng.min_offset = rng.max_offset
-        if end.file is not None and end.trailing_nonzero >= 0:
-            yield Problem(relpath(end.file.path, root), end.pos, "cq-gap",
-                          f"units end at byte {end.pos}, but non-zero data follows at {end.trailing_nonzero}; "
-                          "recovery truncates it")
+        yield from trailing_data_problem(end, root)
         stat = scan.queues.get((topic, qid))
         if stat is not None and stat.max_queue_offset + 1 > rng.max_offset:
             yield Problem(relpath(files[-1].path, root), (rng.max_offset * CQ_STORE_UNIT_SIZE) - files[-1].base

@@ -40,6 +40,22 @@ def check_file_sequence(files: list[QueueFile], root: Path, file_size: int, what
         prev_end = qf.base + size
 
 
+def past_end_problem(rel: str, pos: int, count: int, queue_offset: int, commit_log_offset: int,
+                     good_end: int) -> Problem:
+    """Units from `queue_offset` on point past the good CommitLog data: recovery drops them."""
+    return Problem(rel, pos, "cq-unit-mismatch",
+                   f"{count} unit(s) from queue offset {queue_offset} point at CommitLog {commit_log_offset} and "
+                   f"later, past the end of the good data at {good_end}; recovery truncates them")
+
+
+def trailing_data_problem(end: CqEnd, root: Path) -> Iterator[Problem]:
+    """Non-zero bytes after a queue's last unit, which recovery truncates."""
+    if end.file is not None and end.trailing_nonzero >= 0:
+        yield Problem(relpath(end.file.path, root), end.pos, "cq-gap",
+                      f"units end at byte {end.pos}, but non-zero data follows at {end.trailing_nonzero}; "
+                      "recovery truncates it")
+
+
 def check_batch_consume_queues(root: Path, reader: CommitLogReader, st) -> Iterator[Problem]:
     """Every BatchConsumeQueue under batchconsumequeue/ (st: verify.VerifyState; fills st.ranges)."""
     scan, cfg = st.scan, st.cfg
@@ -72,18 +88,12 @@ def check_batch_consume_queues(root: Path, reader: CommitLogReader, st) -> Itera
             yield from _check_bcq_unit(u, rel, topic, qid, reader, st)
         if past is not None:
             rel, u = past
-            yield Problem(rel, u.pos, "cq-unit-mismatch",
-                          f"{past_count} unit(s) from queue offset {u.msg_base_offset} point at CommitLog "
-                          f"{u.commit_log_offset} and later, past the end of the good data at {scan.end_offset}; "
-                          "recovery truncates them")
+            yield past_end_problem(rel, u.pos, past_count, u.msg_base_offset, u.commit_log_offset, scan.end_offset)
         if last is not None:
             rng.max_offset = last.end_offset  # BatchConsumeQueue.reviseMaxOffsetInQueue
             rng.max_phys_end = last.commit_log_offset + last.size
         rng.min_offset = rng.min_offset if found_min else rng.max_offset
-        if end.file is not None and end.trailing_nonzero >= 0:
-            yield Problem(relpath(end.file.path, root), end.pos, "cq-gap",
-                          f"units end at byte {end.pos}, but non-zero data follows at {end.trailing_nonzero}; "
-                          "recovery truncates it")
+        yield from trailing_data_problem(end, root)
         stat = scan.queues.get((topic, qid))
         if stat is not None and (last is None or stat.max_queue_offset > last.msg_base_offset):
             yield Problem(relpath(files[-1].path, root) if files else f"{BCQ_DIR}/{topic}/{qid}",
