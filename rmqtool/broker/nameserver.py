@@ -164,9 +164,11 @@ class RouteInfoManager:
         now = self.clock() if now_ms is None else now_ms
         dead = [a for a, info in self.broker_live_table.items() if info.conn is not None and info.expired(now)]
         for addr in dead:
-            log.info("broker %s expired (not heard of for %d ms)", addr,
-                     self.broker_live_table[addr].heartbeat_timeout_millis)
+            info = self.broker_live_table[addr]
+            log.info("broker %s expired (not heard of for %d ms)", addr, info.heartbeat_timeout_millis)
             self._drop_addr(addr)
+            if info.conn is not None:
+                info.conn.abort()  # Java closes the silent broker's channel (RemotingHelper.closeChannel)
         return dead
 
     def on_channel_destroy(self, conn: Connection) -> None:

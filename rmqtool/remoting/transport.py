@@ -279,6 +279,10 @@ class Connection(asyncio.Protocol):
     async def close(self) -> None:
         self._close_now()
 
+    def abort(self) -> None:
+        """`close` for synchronous callers (a scan on the loop thread that drops a peer)."""
+        self._close_now()
+
 
 class RemotingServer:
     """Accepts connections and serves each with `handler`."""

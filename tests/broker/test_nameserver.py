@@ -108,10 +108,19 @@ def test_register_with_bad_crc_is_refused(namesrv):
     assert namesrv.request(103, h.to_ext(), body).code == 1
 
 
+class _Channel:
+    """A broker's channel as the route table sees it: only whether it was closed."""
+
+    aborted = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
 def test_broker_expires_120s_after_last_registration():
     now = [1_000_000]
     rim = RouteInfoManager(clock=lambda: now[0])
-    sentinel = object()
+    sentinel = _Channel()
     rim.register_broker("C", "1.2.3.4:1", "b", 0, "", {"T": TopicConfig("T", 4, 4)}, DataVersion(1, 1),
                         sentinel)  # type: ignore[arg-type]
     now[0] += 119_000
@@ -119,6 +128,7 @@ def test_broker_expires_120s_after_last_registration():
     now[0] += 2_000
     assert rim.scan_not_active_broker() == ["1.2.3.4:1"]
     assert rim.pickup_topic_route_data("T") is None and "b" not in rim.broker_addr_table
+    assert sentinel.aborted  # its channel is closed, as Java's scanNotActiveBroker does
 
 
 # ------------------------------------------------------------ QUERY_DATA_VERSION / BROKER_HEARTBEAT
@@ -187,7 +197,7 @@ def test_query_data_version_and_broker_heartbeat_keep_a_broker_alive():
     now = [1_000_000]
     rim = RouteInfoManager(clock=lambda: now[0])
     proc = NameServerProcessor(rim)
-    sentinel = object()
+    sentinel = _Channel()
     for addr, name in (("1.2.3.4:1", "q"), ("1.2.3.5:1", "h")):
         rim.register_broker("C", addr, name, 0, "", {f"T{name}": TopicConfig(f"T{name}", 4, 4)}, DataVersion(1, 1),
                             sentinel)  # type: ignore[arg-type]
@@ -225,7 +235,7 @@ def test_acting_master_broker_expires_after_its_own_10s_timeout_the_default_afte
     now = [1_000_000]
     rim = RouteInfoManager(clock=lambda: now[0])
     proc = NameServerProcessor(rim)
-    channel = object()
+    channel = _Channel()
     assert _call(proc, 103, _register_ext("acting", "1.2.3.4:1", 10_000), _register_body("Ta"), channel).code == 0
     assert _call(proc, 103, _register_ext("plain", "1.2.3.5:1"), _register_body("Tp"), channel).code == 0
     assert rim.broker_live_table["1.2.3.4:1"].heartbeat_timeout_millis == 10_000
@@ -245,7 +255,7 @@ def test_heartbeats_keep_a_10s_broker_alive_and_a_registration_without_the_heade
     now = [1_000_000]
     rim = RouteInfoManager(clock=lambda: now[0])
     proc = NameServerProcessor(rim)
-    channel = object()
+    channel = _Channel()
     addr = "1.2.3.4:1"
     assert _call(proc, 103, _register_ext("acting", addr, 10_000), _register_body("Ta"), channel).code == 0
     query = QueryDataVersionRequestHeader("acting", addr, "C", 0).to_ext()
