@@ -72,7 +72,7 @@ def replay(
                                   to_topic=to_topic, warn=warn))
     target: Any = None
     if not dry_run:
-        target = R.NetworkTarget(namesrv, group) if network else R.StoreTarget(common.store_dir(store))
+        target = R.NetworkTarget(namesrv, group) if network else R.StoreTarget(common.store_dir(store), common.store_config(common.store_dir(store)))
     fmt = common.choose_format(None, json_out)
     writer = common.JsonLinesWriter()
     rows: list[dict[str, Any]] = []

@@ -230,12 +230,13 @@ class NetworkTarget:
 class StoreTarget:
     """An embedded store (LocalBroker): round robin over the topic's write queues, as a producer would."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, config: Any = None) -> None:
+        """`config`: the StoreConfig to open `root` with (the CLI passes the store's own sizes)."""
         from rmqtool.layouts.msgid import UniqKeyFactory
         from rmqtool.store.config import StoreConfig
         from rmqtool.store.local import LocalBroker
 
-        self.broker = LocalBroker.open(root, StoreConfig(store_path_root_dir=Path(root)))
+        self.broker = LocalBroker.open(root, config or StoreConfig(store_path_root_dir=Path(root)))
         self.uniq = UniqKeyFactory("127.0.0.1")
         self._next: dict[str, int] = {}
 

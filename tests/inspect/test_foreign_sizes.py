@@ -81,3 +81,13 @@ def test_a_big_index_with_the_default_slot_count_and_fewer_entries_is_recognised
     f.flush()
     f.close()
     assert fit_index_geometry(tmp_path / "20250101000000000", (5_000_000, 20_000_000)) == (5_000_000, 1_000_000)
+
+
+def test_replay_into_a_store_with_other_sizes_keeps_it_intact(store_copy):
+    root = store_copy("good")
+    (root / "broker.conf").unlink()
+    result = runner.invoke(app, ["replay", "--topic", "TopicTest", "--store", str(root), "--json"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip(), "nothing was replayed"
+    problems = [p for p in check_store(root)]
+    assert problems == [], problems
