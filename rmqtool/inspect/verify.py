@@ -31,6 +31,7 @@ from rmqtool.inspect.verify_queues import (
     ext_unit_diffs,
     past_end_problem,
     trailing_data_problem,
+    unit_record,
 )
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT
 from rmqtool.layouts.constants import (
@@ -157,17 +158,11 @@ def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -
 
 def _check_unit(u, rel: str, topic: str, qid: int, reader: CommitLogReader, st: VerifyState,
                 ext: ExtReader | None = None) -> Iterator[Problem]:
-    try:
-        msg = reader.read(u.commit_log_offset, check_crc=False, read_body=False)
-    except (RecordError, Blank) as e:
-        yield Problem(rel, u.pos, "cq-unit-mismatch",
-                      f"unit {u.queue_offset} points at CommitLog {u.commit_log_offset}, which is not a record: {e}")
+    got = unit_record(reader, rel, u.pos, f"unit {u.queue_offset}", u.commit_log_offset, u.size, topic, qid)
+    if isinstance(got, Problem):
+        yield got
         return
-    diffs = []
-    if msg.total_size != u.size:
-        diffs.append(f"size {u.size} vs totalSize {msg.total_size}")
-    if msg.topic != topic or msg.queue_id != qid:
-        diffs.append(f"record is on {msg.topic}/{msg.queue_id}")
+    msg, diffs = got
     if msg.queue_offset != u.queue_offset:
         diffs.append(f"record's queueOffset is {msg.queue_offset}")
     if not diffs:

@@ -102,18 +102,30 @@ def check_batch_consume_queues(root: Path, reader: CommitLogReader, st) -> Itera
                           f"BatchConsumeQueue's last unit starts at {last.msg_base_offset if last else 'none'}")
 
 
-def _check_bcq_unit(u: BcqEntry, rel: str, topic: str, qid: int, reader: CommitLogReader, st) -> Iterator[Problem]:
+def unit_record(reader: CommitLogReader, rel: str, pos: int, unit: str, commit_log_offset: int, size: int,
+                topic: str, qid: int) -> Problem | tuple[MessageExt, list[str]]:
+    """The record a queue unit points at and how its size and queue differ from the unit's, or the
+    problem when there is no record there (shared by ConsumeQueue and BatchConsumeQueue units)."""
     try:
-        msg = reader.read(u.commit_log_offset, check_crc=False, read_body=False)
+        msg = reader.read(commit_log_offset, check_crc=False, read_body=False)
     except (RecordError, Blank) as e:
-        yield Problem(rel, u.pos, "cq-unit-mismatch", f"unit of queue offset {u.msg_base_offset} points at "
-                      f"CommitLog {u.commit_log_offset}, which is not a record: {e}")
-        return
+        return Problem(rel, pos, "cq-unit-mismatch",
+                       f"{unit} points at CommitLog {commit_log_offset}, which is not a record: {e}")
     diffs = []
-    if msg.total_size != u.size:
-        diffs.append(f"size {u.size} vs totalSize {msg.total_size}")
+    if msg.total_size != size:
+        diffs.append(f"size {size} vs totalSize {msg.total_size}")
     if msg.topic != topic or msg.queue_id != qid:
         diffs.append(f"record is on {msg.topic}/{msg.queue_id}")
+    return msg, diffs
+
+
+def _check_bcq_unit(u: BcqEntry, rel: str, topic: str, qid: int, reader: CommitLogReader, st) -> Iterator[Problem]:
+    got = unit_record(reader, rel, u.pos, f"unit of queue offset {u.msg_base_offset}", u.commit_log_offset, u.size,
+                      topic, qid)
+    if isinstance(got, Problem):
+        yield got
+        return
+    msg, diffs = got
     base, num = batch_unit_of(msg)
     if (base, num) != (u.msg_base_offset, u.batch_size):
         diffs.append(f"msgBaseOffset/batchSize {u.msg_base_offset}/{u.batch_size}, the record gives {base}/{num}")
