@@ -1,6 +1,6 @@
 """Produce / consume throughput and latency of `rmqtool serve` against the references on this machine.
 
-    python benchmarks/serve.py [--duration 5] [--producers 1,4,16] [--targets rmqtool,apache,nats]
+    python benchmarks/serve.py [--duration 5] [--producers 1,4,16] [--targets rmqtool,apache,nats] [--rounds 3]
 
 Measured in one run with the same load generator for every target: 1 KiB messages from 1, 4 and
 16 producers (each a connection with one request in flight, like a synchronous producer), single
@@ -634,10 +634,34 @@ def _line(r: Result) -> str:
             + (f", {r.busy} refused busy)" if r.busy else ")"))
 
 
+def run_target(name: str, args: argparse.Namespace, producers: list[int]) -> list[Result] | None:
+    """Start `name`, run every case against it, stop it; None when it is not on this machine."""
+    if name == "rmqtool":
+        t = start_rmqtool(args.flush)
+    elif name == "apache":
+        t = start_apache(args.apache_java_dir)
+        if t is None:
+            print("# apache: skipped (Apache RocketMQ Java launcher not built)", flush=True)
+            return None
+    elif name == "nats":
+        t = start_nats()
+        if t is None:
+            print("# nats: skipped (nats-server not installed: apt-get install nats-server)", flush=True)
+            return None
+    else:
+        raise SystemExit(f"unknown target {name}")
+    try:
+        return bench_target(t, producers, args.duration, args.client_procs, args.warmup)
+    finally:
+        t.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per produce case")
     ap.add_argument("--producers", default="1,4,16")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every target this many times, in turn; ratios use each case's median round")
     ap.add_argument("--warmup", type=float, default=4.0, help="unmeasured seconds of load first (JIT etc.)")
     ap.add_argument("--targets", default="rmqtool,apache,nats")
     ap.add_argument("--client-procs", type=int, default=max(2, min(4, os.cpu_count() or 2)))
@@ -659,26 +683,23 @@ def main() -> None:
     wanted = args.targets.split(",")
     print(f"# {os.cpu_count()} cores shared by server and {args.client_procs} {args.client} client processes; "
           f"{MSG_SIZE} B messages, batches of {BATCH}, {QUEUES} queues, {args.duration:g} s per case", flush=True)
-    all_results: dict[str, list[Result]] = {}
-    for name in wanted:
-        if name == "rmqtool":
-            t = start_rmqtool(args.flush)
-        elif name == "apache":
-            t = start_apache(args.apache_java_dir)
-            if t is None:
-                print("# apache: skipped (Apache RocketMQ Java launcher not built)", flush=True)
-                continue
-        elif name == "nats":
-            t = start_nats()
-            if t is None:
-                print("# nats: skipped (nats-server not installed: apt-get install nats-server)", flush=True)
-                continue
-        else:
-            raise SystemExit(f"unknown target {name}")
-        try:
-            all_results[name] = bench_target(t, producers, args.duration, args.client_procs, args.warmup)
-        finally:
-            t.stop()
+    rounds: dict[str, list[list[Result]]] = {}
+    for round_no in range(args.rounds):
+        if args.rounds > 1:
+            print(f"# round {round_no + 1} of {args.rounds}", flush=True)
+        for name in wanted:
+            results = run_target(name, args, producers)
+            if results is not None:
+                rounds.setdefault(name, []).append(results)
+    # per case, the round with the median throughput: one slow or fast round on a shared machine
+    # moves neither side
+    all_results = {name: [sorted(rs, key=lambda r: r.rate)[(len(rs) - 1) // 2] for rs in zip(*per_round, strict=True)]
+                   for name, per_round in rounds.items()}
+    if args.rounds > 1:
+        print(f"# median of {args.rounds} rounds per case:", flush=True)
+        for results in all_results.values():
+            for r in results:
+                print(_line(r), flush=True)
     mine = {r.case: r for r in all_results.get("rmqtool", [])}
     for ref in [n for n in all_results if n != "rmqtool"]:
         print(f"# ratio rmqtool / {ref} (throughput; in brackets server CPU per message, {ref} / rmqtool):")
