@@ -83,6 +83,20 @@ def read_properties(path: Path) -> dict[str, str]:
     return out
 
 
+def _first_queue_file_size(kind_dir: Path, unit: int) -> int:
+    """The size of the first file of the first topic's first queue under `kind_dir` (0 if none, or
+    if it is empty or not a whole number of `unit`-byte units): all of a kind's files share it."""
+    if not kind_dir.is_dir():
+        return 0
+    for tdir in sorted(kind_dir.iterdir()):
+        qdirs = sorted(tdir.iterdir()) if tdir.is_dir() else []
+        files = queue_files(qdirs[0]) if qdirs else []
+        size = files[0].path.stat().st_size if files else 0
+        if size and size % unit == 0:
+            return size
+    return 0
+
+
 def load_layout_config(root: Path | None) -> LayoutConfig:
     """Sizes for the store at `root`: broker.conf first, then what the files show."""
     cfg = LayoutConfig()
@@ -128,24 +142,9 @@ def load_layout_config(root: Path | None) -> LayoutConfig:
         if files and files[0].path.stat().st_size:
             cfg.timerlog_file_size = files[0].path.stat().st_size
     if "cq_file_size" not in cfg.from_conf:
-        cqroot = root / "consumequeue"
-        if cqroot.is_dir():
-            for tdir in sorted(cqroot.iterdir()):
-                qdirs = sorted(tdir.iterdir()) if tdir.is_dir() else []
-                files = queue_files(qdirs[0]) if qdirs else []
-                if files and files[0].path.stat().st_size:
-                    cfg.cq_file_size = files[0].path.stat().st_size
-                    break
+        cfg.cq_file_size = _first_queue_file_size(root / "consumequeue", 1) or cfg.cq_file_size
     if "bcq_file_size" not in cfg.from_conf:
-        bcqroot = root / "batchconsumequeue"
-        if bcqroot.is_dir():
-            for tdir in sorted(bcqroot.iterdir()):
-                qdirs = sorted(tdir.iterdir()) if tdir.is_dir() else []
-                files = queue_files(qdirs[0]) if qdirs else []
-                size = files[0].path.stat().st_size if files else 0
-                if size and size % BCQ_STORE_UNIT_SIZE == 0:
-                    cfg.bcq_file_size = size
-                    break
+        cfg.bcq_file_size = _first_queue_file_size(root / "batchconsumequeue", BCQ_STORE_UNIT_SIZE) or cfg.bcq_file_size
     if not {"hash_slot_num", "index_num"} & cfg.from_conf:
         idx = root / "index"
         if idx.is_dir():

@@ -201,6 +201,18 @@ def decode_records(body: bytes) -> list:
     return out
 
 
+def create_topic(addr: str, topic: str, queues: int = 2) -> None:
+    """UPDATE_AND_CREATE_TOPIC (17) as mqadmin's updateTopic sends it, on a connection of its own."""
+    w = Wire(addr)
+    try:
+        r = w.request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+                           "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
+                           "topicSysFlag": "0", "order": "false"})
+        assert r.code == 0, r.remark
+    finally:
+        w.close()
+
+
 def send_ext(topic: str, queue_id: int = 0, props: str = "", group: str = "pg", **over) -> dict:
     """SEND_MESSAGE_V2 extFields as the Java client writes them (letters, string values)."""
     ext = {"a": group, "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",

@@ -21,7 +21,7 @@ from rmqtool.remoting.bodies import (
 from rmqtool.remoting.codes import ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import Connection, RemotingServer
-from tests.broker.conftest import TEST_CONF, ServeProcess, Wire
+from tests.broker.conftest import TEST_CONF, ServeProcess, Wire, create_topic
 
 
 def _cluster(namesrv: Wire) -> ClusterInfo:
@@ -48,14 +48,7 @@ def test_a_second_broker_joins_and_leaves_another_name_server(serve, namesrv, tm
         assert sorted(info.clusterAddrTable["DefaultCluster"]) == ["broker-a", "broker-b"]
         assert info.brokerAddrTable["broker-b"].brokerAddrs == {0: other.broker}
         # a topic created on the second broker is routed by the first process's name server at once
-        b = Wire(other.broker)
-        try:
-            r = b.request(17, {"topic": "OnlyOnB", "defaultTopic": "TBW102", "readQueueNums": "2",
-                               "writeQueueNums": "2", "perm": "6", "topicFilterType": "SINGLE_TAG",
-                               "topicSysFlag": "0", "order": "false"})
-            assert r.code == 0, r.remark
-        finally:
-            b.close()
+        create_topic(other.broker, "OnlyOnB", 2)
 
         def routed() -> TopicRouteData | None:
             r = namesrv.request(105, {"topic": "OnlyOnB"})
@@ -140,14 +133,7 @@ def test_force_register_false_queries_the_data_version_instead_of_registering(tm
         assert _wait(lambda: ns.codes.count(322) >= 3)
         assert ns.codes.count(103) == 1 and ns.codes[0] == 103  # registered once, at start
         assert "broker-f" in ns.proc.routes.broker_addr_table
-        b = Wire(other.broker)
-        try:
-            r = b.request(17, {"topic": "OnlyOnF", "defaultTopic": "TBW102", "readQueueNums": "1",
-                               "writeQueueNums": "1", "perm": "6", "topicFilterType": "SINGLE_TAG",
-                               "topicSysFlag": "0", "order": "false"})
-            assert r.code == 0, r.remark
-        finally:
-            b.close()
+        create_topic(other.broker, "OnlyOnF", 1)
         assert _wait(lambda: ns.proc.routes.pickup_topic_route_data("OnlyOnF") is not None, 5)
         assert ns.codes.count(103) == 2  # a topic change registers at once, without asking
     finally:

@@ -18,7 +18,7 @@ import pytest
 from rmqtool.client import Message, Producer, PullConsumer
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import ClusterInfo
-from tests.broker.conftest import Wire
+from tests.broker.conftest import Wire, create_topic
 
 from .conftest import start_apache, start_rmqtool_serve, stop_apache, stop_rmqtool_serve
 from .harness import java_classpath
@@ -53,16 +53,6 @@ def wait_for(cond, timeout: float, what: str) -> None:
             return
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def create_topic(broker: str, topic: str) -> None:
-    w = Wire(broker)
-    try:
-        r = w.request(17, {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
-                           "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
-        assert r.code == 0, r.remark
-    finally:
-        w.close()
 
 
 def routed(namesrv: str, topic: str) -> bool:
