@@ -21,17 +21,59 @@ from rmqtool.errors import RemotingError, StoreError
 from rmqtool.timeparse import parse_duration_ms as parse_duration_ms  # re-exported for the commands
 from rmqtool.timeparse import parse_time_ms as parse_time_ms
 
-StoreOption = Annotated[
+# -- the vocabulary: one long name, one short flag, one meaning in every command ------------------
+# README.md "Options" holds the same table for users; tests/cli/test_vocabulary.py walks every
+# command and fails when a name or a short flag means two things. Declare an option here when a
+# second command needs it, and reuse these rather than spelling an option anew.
+#
+# Old spellings stay accepted but are not shown in help (HIDDEN_ALIASES): the help formatter in
+# rmqtool/cli/helpfmt.py leaves them out.
+HIDDEN_ALIASES = frozenset({"--limit", "--namesrv-addr"})
+
+STORE_OPT = Annotated[
     Path | None,
-    typer.Option("--store", envvar="RMQ_STORE", show_envvar=True, file_okay=True, dir_okay=True,
-                 help="Store directory for the embedded mode (default ~/store, as a broker's storePathRootDir)."),
+    typer.Option("--store", envvar="RMQ_STORE", show_envvar=True, metavar="DIR", show_default="~/store",
+                 help="Store directory (a broker's storePathRootDir): the embedded mode."),
 ]
-NamesrvOption = Annotated[
+NAMESRV_OPT = Annotated[
     str | None,
-    typer.Option("--namesrv", envvar="NAMESRV_ADDR", show_envvar=True,
-                 help="HOST:PORT[;HOST:PORT] of a name server: network mode instead of opening a store."),
+    typer.Option("--namesrv", "-n", envvar="NAMESRV_ADDR", show_envvar=True, metavar="HOST:PORT",
+                 help="Name server(s), HOST:PORT[;HOST:PORT]: the network mode instead of opening a store."),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="JSON Lines output even on a terminal.")]
+JSON_OPT = Annotated[bool, typer.Option("--json", help="JSON Lines output, also on a terminal.")]
+TOPIC_OPT = Annotated[str | None, typer.Option("--topic", "-t", metavar="TOPIC", help="Only this topic.")]
+QUEUE_OPT = Annotated[int | None, typer.Option("--queue", "-q", metavar="N", help="Only this queue id.")]
+KEY_OPT = Annotated[str | None, typer.Option("--key", "-k", metavar="KEY", help="Only messages with this key.")]
+TAG_OPT = Annotated[str | None, typer.Option("--tag", metavar="TAG", help="Only messages with this tag.")]
+COUNT_OPT = Annotated[int | None, typer.Option("--count", "--limit", metavar="N", min=1,
+                                                 help="Stop after N messages (records).")]
+SINCE_OPT = Annotated[str | None, typer.Option("--since", metavar="TIME",
+                                                 help="Stored at or after TIME (epoch ms or ISO-8601).")]
+UNTIL_OPT = Annotated[str | None, typer.Option("--until", metavar="TIME",
+                                                 help="Stored before TIME (epoch ms or ISO-8601).")]
+DRY_RUN_OPT = Annotated[bool, typer.Option("--dry-run", help="Show what would be done; change nothing.")]
+CONFIG_OPT = Annotated[Path | None, typer.Option("--config", "-c", metavar="FILE",
+                                                   help="broker.conf with RocketMQ property names.")]
+FLUSH_OPT = Annotated[str | None, typer.Option("--flush", metavar="sync|async", show_default="async",
+                                                 help="Flush of the store (flushDiskType).")]
+FOLLOW_OPT = Annotated[bool, typer.Option("--follow", help="Keep waiting for new messages.")]
+
+
+def group_opt(default: str, help: str) -> Any:
+    """`--group/-g GROUP`: producer or consumer group; the default differs per command."""
+    return Annotated[str, typer.Option("--group", "-g", metavar="GROUP", show_default=default, help=help)]
+
+
+def format_opt(values: str) -> Any:
+    """`--format/-f FORMAT`; each command lists the values it takes (table, json, text, hex, TEMPLATE)."""
+    return Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT",
+                                              help=f"{values}; default: table on a terminal, json otherwise.")]
+
+
+# the names the commands were first written with
+StoreOption = STORE_OPT
+NamesrvOption = NAMESRV_OPT
+JsonOption = JSON_OPT
 
 
 def store_dir(value: Path | None) -> Path:
