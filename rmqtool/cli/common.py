@@ -45,7 +45,7 @@ TOPIC_OPT = Annotated[str | None, typer.Option("--topic", "-t", metavar="TOPIC",
 QUEUE_OPT = Annotated[int | None, typer.Option("--queue", "-q", metavar="N", help="Only this queue id.")]
 KEY_OPT = Annotated[str | None, typer.Option("--key", "-k", metavar="KEY", help="Only messages with this key.")]
 TAG_OPT = Annotated[str | None, typer.Option("--tag", metavar="TAG", help="Only messages with this tag.")]
-COUNT_OPT = Annotated[int | None, typer.Option("--count", "--limit", metavar="N", min=1,
+COUNT_OPT = Annotated[int | None, typer.Option("--count", "--limit", metavar="N",
                                                  help="Stop after N messages (records).")]
 SINCE_OPT = Annotated[str | None, typer.Option("--since", metavar="TIME",
                                                  help="Stored at or after TIME (epoch ms or ISO-8601).")]

@@ -151,6 +151,43 @@ def _json_line(m: MessageExt) -> str:
 
 
 # -- consuming -----------------------------------------------------------------------------------
+DEADLINE_EXIT = 124  # as timeout(1): the read was cut short, not caught up
+
+
+class Limits:
+    """When a read stops: caught up, idle for `--timeout` seconds, or cut by `--deadline`.
+
+    Without --follow or --timeout a read ends when caught up (kcat -e). `--timeout N` keeps
+    waiting until no new message came for N seconds; `--follow` waits for ever (or, with
+    --timeout, until idle). `--deadline N` ends the read after N seconds in all; `cut` tells
+    the caller that it ended a read that had not ended by itself.
+    """
+
+    def __init__(self, timeout: float | None, deadline: float | None, follow: bool) -> None:
+        self.timeout = timeout
+        self.deadline = deadline
+        self.follow = follow
+        self.cut = False
+        self.start()
+
+    def start(self) -> None:
+        self._t0 = self._last = time.monotonic()
+
+    def progressed(self) -> None:
+        self._last = time.monotonic()
+
+    def deadline_passed(self) -> bool:
+        if self.deadline is not None and time.monotonic() - self._t0 >= self.deadline:
+            self.cut = True
+        return self.cut
+
+    def caught_up_done(self) -> bool:
+        """Called when every queue is read to its end: stop now?"""
+        if self.timeout is not None:
+            return time.monotonic() - self._last >= self.timeout
+        return not self.follow
+
+
 def start_offset(broker: Any, group: str, topic: str, qid: int, how: str) -> int:
     """Where a queue is read from: the committed offset, first, last, or the first at a time."""
     store = broker.store
@@ -169,24 +206,41 @@ def start_offset(broker: Any, group: str, topic: str, qid: int, how: str) -> int
 def consume(
     ctx: typer.Context,
     topic: Annotated[str, typer.Argument(help="Topic to consume.")],
-    group: Annotated[str, typer.Option("--group", "-g", help="Consumer group (offsets are kept per group).")] = "rmqtool",
-    expr: Annotated[str, typer.Option("--expr", "-e", help="Tag expression: '*' or 'TagA || TagB'.")] = "*",
-    sql: Annotated[str | None, typer.Option("--sql", help="SQL92 filter (network mode only).")] = None,
-    from_: Annotated[str, typer.Option("--from", help="committed | first | last | TIME (epoch ms or ISO-8601).")] = "committed",
-    count: Annotated[int | None, typer.Option("--count", "-c", help="Stop after N messages.")] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Give up waiting after SECONDS.")] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep waiting for new messages.")] = False,
+    group: common.group_opt("rmqtool", "Consumer group (offsets are kept per group).") = "rmqtool",
+    expr: Annotated[str, typer.Option("--expr", "-e", metavar="EXPR",
+                                      help="Tag expression: '*' or 'TagA || TagB'.")] = "*",
+    sql: Annotated[str | None, typer.Option("--sql", metavar="EXPR", help="SQL92 filter (network mode only).")] = None,
+    from_: Annotated[str, typer.Option("--from", metavar="POSITION",
+                                       help="Where to start: committed, first, last or a TIME.")] = "committed",
+    since: common.SINCE_OPT = None,
+    count: common.COUNT_OPT = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", metavar="SECONDS",
+                                                  help="Wait for new messages; stop when none came for SECONDS.")] = None,
+    deadline: Annotated[float | None, typer.Option("--deadline", metavar="SECONDS",
+                                                   help="Stop after SECONDS in all; exit 124 when that cut the read "
+                                                        "short.")] = None,
+    follow: common.FOLLOW_OPT = False,
     broadcast: Annotated[bool, typer.Option("--broadcast", help="Broadcasting: offsets are not kept by the broker.")] = False,
-    no_commit: Annotated[bool, typer.Option("--no-commit", help="Do not commit offsets.")] = False,
-    exec_cmd: Annotated[str | None, typer.Option("--exec", help="Run CMD per message (body on stdin); non-zero = retry later.")] = None,
-    max_reconsume_times: Annotated[int, typer.Option("--max-reconsume-times", help="Retries before the DLQ.")] = 16,
-    concurrency: Annotated[int, typer.Option("--concurrency", help="Messages handled at once (network mode).")] = 1,
-    fmt: Annotated[str | None, typer.Option("--format", help="table | json | text | TEMPLATE (%t %q %o %k %s ...).")] = None,
-    json_out: common.JsonOption = False,
-    store: common.StoreOption = None,
-    namesrv: common.NamesrvOption = None,
+    no_commit: Annotated[bool, typer.Option("--no-commit", "--read-only",
+                                            help="Commit no offset. Embedded: open the store read-only, deliver no "
+                                                 "due timers, create or change no file.")] = False,
+    exec_cmd: Annotated[str | None, typer.Option("--exec", metavar="CMD",
+                                                 help="Run CMD per message (body on stdin); non-zero = retry "
+                                                      "later.")] = None,
+    max_reconsume_times: Annotated[int, typer.Option("--max-reconsume-times", metavar="N",
+                                                     help="Retries before the DLQ.")] = 16,
+    concurrency: Annotated[int, typer.Option("--concurrency", metavar="N",
+                                             help="Messages handled at once (network mode).")] = 1,
+    fmt: common.format_opt("table, json, text (bodies) or a TEMPLATE (%t %q %o %k %s ...)") = None,
+    json_out: common.JSON_OPT = False,
+    store: common.STORE_OPT = None,
+    namesrv: common.NAMESRV_OPT = None,
 ) -> None:
-    """Print a topic's messages from the group's committed offset, commit, and exit when caught up.
+    """Print a topic's messages, commit, and exit when caught up.
+
+    Reads from the group's committed offset (or --from/--since), prints what is there, commits
+    and exits when caught up, like kcat -e; --follow keeps waiting, --timeout waits until no new
+    message came for SECONDS.
 
     \b
     --format TEMPLATE codes (kcat-like; a newline is added unless the template ends with one):
@@ -203,8 +257,15 @@ def consume(
         raise InvalidInput("--concurrency must be 1 or more")
     if timeout is not None and timeout < 0:
         raise InvalidInput("--timeout must be 0 or more")
+    if deadline is not None and deadline < 0:
+        raise InvalidInput("--deadline must be 0 or more")
+    if since is not None:
+        if ctx is not None and getattr(ctx.get_parameter_source("from_"), "name", None) == "COMMANDLINE":
+            raise InvalidInput("--from and --since exclude each other")
+        from_ = since
     if from_ not in ("committed", "first", "last"):
         common.parse_time_ms(from_)
+    limits = Limits(timeout, deadline, follow)
     fmt_name = common.choose_format(fmt, json_out, ("table", "json"))
     if fmt_name not in ("json", "text", "table"):
         compile_template(fmt_name)
@@ -219,25 +280,33 @@ def consume(
                                      count=count, timeout=timeout, follow=follow, commit=commit,
                                      broadcast=broadcast, exec_cmd=exec_cmd,
                                      max_reconsume_times=max_reconsume_times, on_message=out.write,
-                                     concurrency=concurrency)
+                                     concurrency=concurrency, limits=limits)
         finally:
             out.flush()
-        return
-    if sql is not None:
-        raise InvalidInput("--sql (SQL92 filtering) needs the network mode (--namesrv); use --expr with tags here")
-    _consume_embedded(common.store_dir(store), topic, group, sub, from_, count, timeout, follow, commit,
-                      exec_cmd, max_reconsume_times, Output(fmt_name))
+    else:
+        if sql is not None:
+            raise InvalidInput("--sql (SQL92 filtering) needs the network mode (--namesrv); use --expr with tags here")
+        _consume_embedded(common.store_dir(store), topic, group, sub, from_, count, limits, commit,
+                          exec_cmd, max_reconsume_times, Output(fmt_name), read_only=no_commit)
+    if limits.cut:
+        common.warn(f"consume: --deadline {deadline:g}s reached before the read was done; stopped early")
+        raise typer.Exit(DEADLINE_EXIT)
 
 
 def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, count: int | None,
-                      timeout: float | None, follow: bool, commit: bool, exec_cmd: str | None,
-                      max_reconsume_times: int, out: Output) -> None:
+                      limits: Limits, commit: bool, exec_cmd: str | None,
+                      max_reconsume_times: int, out: Output, *, read_only: bool = False) -> None:
+    """Pull every queue of the topic (and the group's retry topic) from the store itself.
+
+    `read_only` (`--no-commit`) opens the store as `inspect` does: nothing is recovered onto
+    disk, no due timer is delivered, no offset or config file is written.
+    """
     from rmqtool.store.local import LocalBroker, SubscriptionData
 
     if not root.is_dir():
         raise StoreError(f"no store at {root}" if not root.exists() else f"store path {root} is not a directory")
-    deadline = None if timeout is None else time.monotonic() + timeout
-    with LocalBroker.open(root, common.store_config(root)) as broker:
+    limits.start()
+    with LocalBroker.open(root, common.store_config(root), read_only=read_only) as broker:
         retry_topic = RETRY_GROUP_TOPIC_PREFIX + group
         subs = {topic: sub, retry_topic: SubscriptionData(retry_topic)}
         positions: dict[tuple[str, int], int] = {}
@@ -253,14 +322,15 @@ def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, 
                 keys += [(t, q) for q in sorted(qids)]
             return keys
 
-        if commit:
+        if commit and not read_only:
             broker.subscriptions.find(group)  # PullMessageProcessor auto-creates the group's config
         printed = 0
         last_persist = time.monotonic()
         fast = out.fmt == "json" and sub.sub_all and exec_cmd is None
         try:
             while True:
-                broker.run_due()
+                if not read_only:
+                    broker.run_due()
                 progressed = False
                 for key in queues():
                     t, qid = key
@@ -268,7 +338,7 @@ def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, 
                         positions[key] = start_offset(broker, group, t, qid, "committed" if t == retry_topic
                                                       and from_ not in ("first", "last") else from_)
                     if fast and t != retry_topic:
-                        while count is None or printed < count:
+                        while (count is None or printed < count) and not limits.deadline_passed():
                             want = FAST_PULL_BATCH if count is None else min(FAST_PULL_BATCH, count - printed)
                             raws, nxt = broker.pull_raw(t, qid, positions[key], want)
                             if nxt == positions[key]:
@@ -280,7 +350,7 @@ def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, 
                             if commit:
                                 broker.offsets.commit_offset(group, t, qid, nxt)
                         continue
-                    while count is None or printed < count:
+                    while (count is None or printed < count) and not limits.deadline_passed():
                         res = broker.pull(t, qid, positions[key], PULL_BATCH, expr=subs[t])
                         msgs = res.messages
                         if not msgs:
@@ -306,7 +376,7 @@ def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, 
                         progressed = True
                         if commit:
                             broker.offsets.commit_offset(group, t, qid, nxt)
-                    if count is not None and printed >= count:
+                    if (count is not None and printed >= count) or limits.cut:
                         break
                 out.flush()
                 if commit and time.monotonic() - last_persist > PERSIST_INTERVAL_S and broker.offsets.dirty:
@@ -314,12 +384,14 @@ def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, 
                     last_persist = time.monotonic()
                 if count is not None and printed >= count:
                     break
-                if deadline is not None and time.monotonic() >= deadline:
+                if progressed:
+                    limits.progressed()
+                if limits.deadline_passed():
                     break
                 if progressed:
                     continue
-                if not follow and (deadline is None or (count is None and printed > 0)):
-                    break  # caught up (kcat -e); with --timeout wait for the first (or --count) messages
+                if limits.caught_up_done():
+                    break
                 time.sleep(FOLLOW_POLL_S)
         except KeyboardInterrupt:
             pass

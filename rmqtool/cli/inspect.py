@@ -6,9 +6,11 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from rmqtool.cli import common
 from rmqtool.errors import InvalidInput
 from rmqtool.inspect.dissect import KINDS, dissect
 from rmqtool.inspect.model import Filters
@@ -46,33 +48,36 @@ def _total_bytes(path: Path) -> int:
 
 
 def inspect(
-    kind: str = typer.Argument(..., help=f"What PATH holds: {', '.join(KINDS)}."),
-    path: Path = typer.Argument(None, help="A file or a directory (default: --store / RMQ_STORE / ~/store)."),
-    fmt: str = typer.Option(None, "--format", "-f", help="table, json (JSON Lines) or hex; default: table on a "
-                            "terminal, json otherwise."),
-    json_out: bool = typer.Option(False, "--json", help="Same as --format json."),
-    offset: int = typer.Option(None, "--offset", help="Start at this CommitLog offset (commitlog), queue offset "
-                               "(consumequeue, batchconsumequeue: the unit holding it), ext stream offset "
-                               "(consumequeue_ext), entry number (index), TimerLog offset (timerlog) or slot "
-                               "(timerwheel)."),
-    limit: int = typer.Option(None, "--limit", "-n", help="Print at most N records."),
-    topic: str = typer.Option(None, "--topic", "-t", help="Only this topic (REAL_TOPIC also matches)."),
-    queue: int = typer.Option(None, "--queue", "-q", help="Only this queue id."),
-    since: str = typer.Option(None, "--since", help="Only from this time (epoch ms or ISO-8601)."),
-    until: str = typer.Option(None, "--until", help="Only before this time (epoch ms or ISO-8601)."),
-    msg_id: str = typer.Option(None, "--msg-id", help="Only this message: an offset msgId or a UNIQ_KEY."),
-    key: str = typer.Option(None, "--key", "-k", help="Only messages with this key (KEYS token or UNIQ_KEY)."),
-    tag: str = typer.Option(None, "--tag", help="Only messages with this tag."),
-    follow: bool = typer.Option(False, "--follow-links", "-L", help="Follow links: ConsumeQueue and "
-                                "BatchConsumeQueue unit, index entry and TimerLog unit to the message, a ConsumeQueue "
-                                "unit's ext address to its ConsumeQueueExt unit, wheel slot to its TimerLog chain, "
-                                "msgIds decoded."),
-    body_hex: bool = typer.Option(False, "--body-hex", help="Add bodyHex (the stored body bytes) to JSON."),
-    store: Path = typer.Option(None, "--store", envvar="RMQ_STORE", help="Store root used when PATH is absent."),
+    kind: Annotated[str, typer.Argument(metavar="KIND", help=f"What PATH holds: {', '.join(KINDS)}.")],
+    path: Annotated[Path | None, typer.Argument(metavar="PATH", show_default="--store",
+                                                help="A file or a directory.")] = None,
+    fmt: common.format_opt("table, json (JSON Lines) or hex") = None,
+    json_out: common.JSON_OPT = False,
+    offset: Annotated[int | None, typer.Option(
+        "--offset", metavar="N", help="Start at this CommitLog offset (commitlog), queue offset (consumequeue, "
+        "batchconsumequeue: the unit holding it), ext stream offset (consumequeue_ext), entry number (index), "
+        "TimerLog offset (timerlog) or slot (timerwheel).")] = None,
+    limit: common.COUNT_OPT = None,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", metavar="TOPIC",
+                                              help="Only this topic (REAL_TOPIC also matches).")] = None,
+    queue: common.QUEUE_OPT = None,
+    since: common.SINCE_OPT = None,
+    until: common.UNTIL_OPT = None,
+    msg_id: Annotated[str | None, typer.Option("--msg-id", metavar="ID",
+                                               help="Only this message: an offset msgId or a UNIQ_KEY.")] = None,
+    key: Annotated[str | None, typer.Option("--key", "-k", metavar="KEY",
+                                            help="Only messages with this key (KEYS token or UNIQ_KEY).")] = None,
+    tag: common.TAG_OPT = None,
+    follow: Annotated[bool, typer.Option(
+        "--follow-links", "-L", help="Follow links: ConsumeQueue and BatchConsumeQueue unit, index entry and "
+        "TimerLog unit to the message, a ConsumeQueue unit's ext address to its ConsumeQueueExt unit, wheel slot "
+        "to its TimerLog chain, msgIds decoded.")] = False,
+    body_hex: Annotated[bool, typer.Option("--body-hex", help="Add bodyHex (the stored body bytes) to JSON.")] = False,
+    store: common.STORE_OPT = None,
 ) -> None:
-    """Dissect a store file or directory: one row per record or unit, read-only.
+    """Dissect a store file or directory, read-only.
 
-    KIND is commitlog, consumequeue, batchconsumequeue (BatchCQ topics, under batchconsumequeue/),
+    One row per record or unit. KIND is commitlog, consumequeue, batchconsumequeue (BatchCQ topics, under batchconsumequeue/),
     consumequeue_ext (enableConsumeQueueExt, under consumequeue_ext/), index, timerlog, timerwheel,
     checkpoint, timercheck, config, or store (a summary of a whole store directory).
     """

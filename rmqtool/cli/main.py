@@ -12,21 +12,25 @@ import sys
 import typer
 
 from rmqtool import __version__
-from rmqtool.errors import RmqError
+from rmqtool.cli.helpfmt import RmqGroup
+from rmqtool.errors import RmqError, StoreLocked
 
 app = typer.Typer(
     name="rmqtool",
     help="Run and dissect Apache RocketMQ 5.x message stores and brokers.",
     no_args_is_help=True,
-    add_completion=False,
+    cls=RmqGroup,
+    rich_markup_mode=None,  # plain help, as git and kcat print it (cli/helpfmt.py)
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 # command name -> module under rmqtool.cli defining `register(app)`
-COMMANDS = ["serve", "send", "consume", "replay", "inspect", "verify", "repair"]
+COMMANDS = ["serve", "send", "consume", "replay", "inspect", "verify", "repair", "man"]
 
 _debug = False
+# the next step for a store that a running broker holds: go through that broker
+LOCKED_HINT = "; it is held by a broker: use --namesrv HOST:PORT to reach it, or stop it first"
 
 
 def _version(value: bool) -> None:
@@ -59,12 +63,13 @@ for _name in COMMANDS:
 def main() -> None:
     try:
         # non-standalone click returns typer.Exit's code instead of raising it
-        rc = app(standalone_mode=False)
+        rc = app(standalone_mode=False, prog_name="rmqtool")
         sys.exit(rc if isinstance(rc, int) else 0)
     except RmqError as e:
         if _debug:
             raise
-        print(f"rmqtool: {e}", file=sys.stderr)
+        hint = LOCKED_HINT if isinstance(e, StoreLocked) else ""
+        print(f"rmqtool: {e}{hint}", file=sys.stderr)
         sys.exit(e.exit_code)
     except typer.Exit as e:
         sys.exit(e.exit_code)

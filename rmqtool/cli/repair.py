@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from rmqtool.cli import common
 from rmqtool.cli.inspect import default_store
 from rmqtool.inspect.render import dumps
 from rmqtool.inspect.repair import repair as do_repair
 
 
 def repair(
-    store: Path = typer.Argument(None, help="The store root (default: --store / RMQ_STORE / ~/store)."),
-    dry_run: bool = typer.Option(False, "--dry-run", "-n", help="Print the plan; change nothing."),
-    store_opt: Path = typer.Option(None, "--store", envvar="RMQ_STORE", help="Store root used when STORE is absent."),
+    store: Annotated[Path | None, typer.Argument(metavar="STORE", show_default="--store",
+                                                 help="The store root.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing.")] = False,
+    json_out: common.JSON_OPT = False,
+    store_opt: common.STORE_OPT = None,
 ) -> None:
-    """Repair a store: cut the CommitLog and TimerLog where recovery would stop, set later files aside,
-    rebuild ConsumeQueues, index files and the timer wheel, pull checkpoints back to the data.
+    """Repair a store: cut torn tails, rebuild what is derived.
+
+    Cuts the CommitLog and TimerLog where recovery would stop, sets later files aside, rebuilds
+    ConsumeQueues, index files and the timer wheel and pulls checkpoints back to the data.
 
     Topics marked queue.type=BatchCQ in config/topics.json, or with a batchconsumequeue/ directory,
     get their BatchConsumeQueues rebuilt instead of ConsumeQueues, and their consumer offsets are
@@ -27,7 +33,7 @@ def repair(
 
     Nothing is dropped: every cut byte range and replaced file goes to STORE/repair-<time>/
     (with plan.json). Refuses a store whose lock is held (a running broker). Prints one JSON
-    line per action.
+    line per action (--json is the default and only format).
     """
     root = store or store_opt or default_store()
     plan = do_repair(root, dry_run=dry_run)

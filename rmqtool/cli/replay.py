@@ -23,24 +23,35 @@ RESULT_COLUMNS = ["status", "topic", "queueId", "queueOffset", "msgId", "originM
 
 def replay(
     ctx: typer.Context,
-    dlq: Annotated[str | None, typer.Option("--dlq", help="A consumer group: its dead letters back to their topics.")] = None,
-    topic: Annotated[str | None, typer.Option("--topic", "-t", help="A topic whose messages (in the window) are sent again.")] = None,
-    jsonl: Annotated[str | None, typer.Option("--jsonl", help="JSON Lines from consume/inspect (FILE, or - for stdin).")] = None,
-    from_store: Annotated[Path | None, typer.Option("--from-store", help="Read from this store directory (read-only).")] = None,
-    to_topic: Annotated[str | None, typer.Option("--to-topic", help="Send everything to this topic instead.")] = None,
-    queue: Annotated[int | None, typer.Option("--queue", "-q", help="Only this queue id.")] = None,
-    begin_offset: Annotated[int | None, typer.Option("--begin-offset", help="First queue offset (inclusive).")] = None,
-    end_offset: Annotated[int | None, typer.Option("--end-offset", help="Last queue offset (exclusive).")] = None,
-    since: Annotated[str | None, typer.Option("--since", help="Stored at or after TIME.")] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Stored before TIME.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would be sent; send nothing.")] = False,
-    rate: Annotated[float | None, typer.Option("--rate", help="At most N messages per second.")] = None,
-    group: Annotated[str, typer.Option("--group", "-g", help="Producer group of the resent messages.")] = "rmqtool_replay",
-    json_out: common.JsonOption = False,
-    store: common.StoreOption = None,
-    namesrv: common.NamesrvOption = None,
+    dlq: Annotated[str | None, typer.Option("--dlq", metavar="GROUP",
+                                            help="A consumer group: its dead letters back to their topics.")] = None,
+    topic: Annotated[str | None, typer.Option("--topic", "-t", metavar="TOPIC",
+                                              help="A topic whose messages (in the window) are sent again.")] = None,
+    jsonl: Annotated[str | None, typer.Option("--jsonl", metavar="FILE",
+                                              help="JSON Lines from consume/inspect (- for stdin).")] = None,
+    from_store: Annotated[Path | None, typer.Option("--from-store", metavar="DIR",
+                                                    help="Read from this store directory (read-only).")] = None,
+    to_topic: Annotated[str | None, typer.Option("--to-topic", metavar="TOPIC",
+                                                 help="Send everything to this topic instead.")] = None,
+    queue: common.QUEUE_OPT = None,
+    begin_offset: Annotated[int | None, typer.Option("--begin-offset", metavar="N",
+                                                     help="First queue offset (inclusive).")] = None,
+    end_offset: Annotated[int | None, typer.Option("--end-offset", metavar="N",
+                                                   help="Last queue offset (exclusive).")] = None,
+    since: common.SINCE_OPT = None,
+    until: common.UNTIL_OPT = None,
+    dry_run: common.DRY_RUN_OPT = False,
+    rate: Annotated[float | None, typer.Option("--rate", metavar="N", help="At most N messages per second.")] = None,
+    group: common.group_opt("rmqtool_replay", "Producer group of the resent messages.") = "rmqtool_replay",
+    json_out: common.JSON_OPT = False,
+    store: common.STORE_OPT = None,
+    namesrv: common.NAMESRV_OPT = None,
 ) -> None:
-    """Send stored messages again: dead letters, a topic window, or exported JSON Lines."""
+    """Send stored messages again.
+
+    Dead letters back to their topics, a topic's messages in a window, or JSON Lines exported by
+    consume/inspect. One result line per message; a summary on stderr.
+    """
     from rmqtool.client import replay as R
 
     if sum(x is not None for x in (dlq, topic, jsonl)) != 1:

@@ -100,22 +100,33 @@ def send(
     ctx: typer.Context,
     topic: Annotated[str, typer.Argument(help="Topic to send to.")],
     body: Annotated[str | None, typer.Argument(help="Message body; without it, one message per stdin line.")] = None,
-    tag: Annotated[str | None, typer.Option("--tag", "-t", help="Message tag (TAGS).")] = None,
-    key: Annotated[list[str] | None, typer.Option("--key", "-k", help="Message key (KEYS), repeatable.")] = None,
-    prop: Annotated[list[str] | None, typer.Option("--property", "-p", help="User property KEY=VALUE, repeatable.")] = None,
-    queue: Annotated[int | None, typer.Option("--queue", "-q", help="Queue id to send to.")] = None,
-    sharding_key: Annotated[str | None, typer.Option("--sharding-key", help="Same key, same queue, in order.")] = None,
-    delay_level: Annotated[int | None, typer.Option("--delay-level", help="Delay level 1..18 (1s .. 2h).")] = None,
-    delay: Annotated[str | None, typer.Option("--delay", help="Timer message: deliver after DURATION (90s, 5m).")] = None,
-    deliver_at: Annotated[str | None, typer.Option("--deliver-at", help="Timer message: deliver at TIME.")] = None,
-    batch: Annotated[int, typer.Option("--batch", help="Group N stdin lines into one batch send.")] = 1,
-    group: Annotated[str, typer.Option("--group", "-g", help="Producer group.")] = "rmqtool_producer",
-    flush: Annotated[str | None, typer.Option("--flush", help="sync|async flush of the store (embedded mode).")] = None,
-    json_out: common.JsonOption = False,
-    store: common.StoreOption = None,
-    namesrv: common.NamesrvOption = None,
+    tag: Annotated[str | None, typer.Option("--tag", metavar="TAG", help="Message tag (TAGS).")] = None,
+    key: Annotated[list[str] | None, typer.Option("--key", "-k", metavar="KEY",
+                                                  help="Message key (KEYS), repeatable.")] = None,
+    prop: Annotated[list[str] | None, typer.Option("--property", "-p", metavar="KEY=VALUE",
+                                                   help="User property, repeatable.")] = None,
+    queue: Annotated[int | None, typer.Option("--queue", "-q", metavar="N", help="Queue id to send to.")] = None,
+    sharding_key: Annotated[str | None, typer.Option("--sharding-key", metavar="KEY",
+                                                     help="Same key, same queue, in order.")] = None,
+    delay_level: Annotated[int | None, typer.Option("--delay-level", metavar="1..18",
+                                                    help="Delay level (1 s .. 2 h).")] = None,
+    delay: Annotated[str | None, typer.Option("--delay", metavar="DURATION",
+                                              help="Timer message: deliver after DURATION (90s, 5m).")] = None,
+    deliver_at: Annotated[str | None, typer.Option("--deliver-at", metavar="TIME",
+                                                   help="Timer message: deliver at TIME.")] = None,
+    batch: Annotated[int, typer.Option("--batch", metavar="N",
+                                       help="Send stdin lines N at a time as one batch.")] = 1,
+    group: common.group_opt("rmqtool_producer", "Producer group.") = "rmqtool_producer",
+    flush: common.FLUSH_OPT = None,
+    json_out: common.JSON_OPT = False,
+    store: common.STORE_OPT = None,
+    namesrv: common.NAMESRV_OPT = None,
 ) -> None:
-    """Send one message, or one per stdin line. Prints status, msgId, offsetMsgId, topic, queueId, queueOffset."""
+    """Send one message, or one per stdin line.
+
+    Prints one result per message: status, msgId, offsetMsgId, topic, queueId, queueOffset.
+    Exit status 1 when a message was not SEND_OK.
+    """
     check_send_topic(topic)
     check_group(group)
     if batch < 1:

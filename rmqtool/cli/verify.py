@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from rmqtool.cli import common
 from rmqtool.cli.inspect import default_store, progress_bar
 from rmqtool.inspect.layoutconfig import load_layout_config
 from rmqtool.inspect.render import dumps
@@ -15,18 +17,22 @@ from rmqtool.inspect.verify import VerifyState, check_store
 
 
 def verify(
-    store: Path = typer.Argument(None, help="The store root (default: --store / RMQ_STORE / ~/store)."),
-    no_crc: bool = typer.Option(False, "--no-crc", help="Skip body CRCs (as ReputMessageService does)."),
-    jobs: int = typer.Option(None, "--jobs", "-j", help="Processes for the CommitLog scan (default: the CPU "
-                             "count; logs under 64 MiB are scanned in one)."),
-    store_opt: Path = typer.Option(None, "--store", envvar="RMQ_STORE", help="Store root used when STORE is absent."),
+    store: Annotated[Path | None, typer.Argument(metavar="STORE", show_default="--store",
+                                                 help="The store root.")] = None,
+    no_crc: Annotated[bool, typer.Option("--no-crc", help="Skip body CRCs (as ReputMessageService does).")] = False,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", metavar="N", show_default="the CPU count",
+                                             help="Processes for the CommitLog scan (logs under 64 MiB are "
+                                                  "scanned in one).")] = None,
+    json_out: common.JSON_OPT = False,
+    store_opt: common.STORE_OPT = None,
 ) -> None:
-    """Check a store directory as a broker's recovery would, and more.
+    """Check a store as a broker's recovery would, and more.
 
     CRC, magic codes, sizes, physical offsets, blank and zero tails, gaps between files,
     ConsumeQueue units against their records, index entries, TimerLog units and wheel slots,
     checkpoints, config JSON, delay and consumer offsets. One JSON line per problem (file,
-    path, pos, kind, detail) on stdout, a summary on stderr; exit status 1 when anything was found.
+    path, pos, kind, detail) on stdout, also on a terminal (--json is the default and only
+    format), a summary on stderr; exit status 1 when anything was found.
     """
     root = store or store_opt or default_store()
     st = VerifyState(load_layout_config(root) if root.is_dir() else None)  # type: ignore[arg-type]

@@ -127,11 +127,12 @@ def consume(*, namesrv: str | None, topic: str, group: str = "rmqtool", expr: st
             start: str = "committed", count: int | None = None, timeout: float | None = None,
             follow: bool = False, commit: bool = True, broadcast: bool = False, exec_cmd: str | None = None,
             max_reconsume_times: int = 16, on_message: Callable[[MessageExt], None] | None = None,
-            concurrency: int = 1, config: ClientConfig | None = None) -> int:
+            concurrency: int = 1, config: ClientConfig | None = None, limits: Any = None) -> int:
     """Consume as a push consumer of `group`; returns how many messages were handled.
 
     Without `follow` it stops once every queue is read to its end (like `kcat -e`); with a
-    `timeout` it waits up to that long for the first (or `count`) messages.
+    `timeout` it waits up to that long for the first (or `count`) messages. `limits` (the CLI's
+    `consume.Limits`) replaces both: stop when caught up, idle for its timeout, or at its deadline.
     """
     start_from: str | int | None = None
     if start in ("first", "last"):
@@ -141,7 +142,8 @@ def consume(*, namesrv: str | None, topic: str, group: str = "rmqtool", expr: st
     consumer = PushConsumer(
         group, namesrv, message_model=BROADCASTING if broadcast else CLUSTERING,
         consume_from_where=CONSUME_FROM_FIRST_OFFSET, consume_thread_nums=max(1, concurrency),
-        max_reconsume_times=max_reconsume_times, long_polling=follow, start_from=start_from, config=config,
+        max_reconsume_times=max_reconsume_times, start_from=start_from, config=config,
+        long_polling=follow or (limits is not None and limits.timeout is not None),
         pull_batch_size=32 if count is None else max(1, min(32, count)))
     if sql is not None:
         consumer.subscribe(topic, sql, expression_type=SQL92)
@@ -171,7 +173,20 @@ def consume(*, namesrv: str | None, topic: str, group: str = "rmqtool", expr: st
     deadline = None if timeout is None else time.monotonic() + timeout
     consumer.start()
     try:
+        if limits is not None:
+            limits.start()
+        seen = 0
         while not done.is_set():
+            if limits is not None:
+                if handled != seen:
+                    seen = handled
+                    limits.progressed()
+                if limits.deadline_passed():
+                    break
+                if consumer.instance.run(_caught_up(consumer)) and limits.caught_up_done():
+                    break
+                done.wait(0.05)
+                continue
             if deadline is not None and time.monotonic() >= deadline:
                 break
             if not follow and consumer.instance.run(_caught_up(consumer)):
