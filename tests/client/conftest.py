@@ -15,7 +15,8 @@ from servers import Server, start_server  # noqa: E402
 _names = itertools.count()
 
 
-@pytest.fixture(scope="session", params=["serve", "apache"])
+# the Apache server needs the Java build: its tests carry the interop marker
+@pytest.fixture(scope="session", params=["serve", pytest.param("apache", marks=pytest.mark.interop)])
 def server(request, tmp_path_factory) -> Server:
     s = start_server(request.param, tmp_path_factory.mktemp(f"{request.param}-"))
     yield s

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.interop.harness import JARS_NOT_BUILT
 from tests.serve_helpers import ROOT, rmqtool_env, start_serve, stop_process
 
 JAVA_DIR = ROOT / "tests" / "interop" / "java"
@@ -265,5 +266,5 @@ def start_server(kind: str, root: Path) -> Server:
         return ServeServer(root)
     cp = apache_classpath()
     if cp is None:
-        pytest.skip("Apache RocketMQ jars not built (tests/interop/java, needs Maven Central)")
+        pytest.skip(JARS_NOT_BUILT)
     return ApacheServer(root, cp)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import ROOT, has_module, java_classpath, java_cmd
+from .harness import JARS_NOT_BUILT, ROOT, has_module, java_classpath, java_cmd
 
 
 @dataclass
@@ -116,7 +116,7 @@ def stop_rmqtool_serve(b: Broker, timeout: float = 30) -> int:
 @pytest.fixture(scope="session")
 def apache_broker(tmp_path_factory):
     if java_classpath() is None:
-        pytest.skip("Apache RocketMQ Java programs not built (run .ci/steps/10-interop.sh; needs Maven Central)")
+        pytest.skip(JARS_NOT_BUILT)
     b = start_apache(tmp_path_factory.mktemp("apache"))
     yield b
     b.proc.kill()  # nothing reads this store afterwards: skip the 15 s clean shutdown

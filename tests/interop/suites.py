@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .harness import HERE, NODE_DIR, PYLIB_DIR, java_classpath, java_cmd
+from .harness import HERE, JARS_NOT_BUILT, NODE_DIR, PYLIB_DIR, java_classpath, java_cmd
 
 SUITE_TIMEOUT = 300  # seconds; every suite bounds each of its waits well below this
 
@@ -87,7 +87,7 @@ def start_suites(namesrv: str, scratch: Path) -> dict[str, SuiteRun]:
 
     java = SuiteRun("Java ClientSuite (rocketmq-client 5.3.3)")
     if java_classpath() is None:
-        java.missing = "Apache RocketMQ Java programs not built (run .ci/steps/10-interop.sh)"
+        java.missing = JARS_NOT_BUILT
     else:
         cmd = java_cmd("ClientSuite", "--namesrv", namesrv, home=scratch / "java",
                        props={"rocketmq.client.rebalance.waitInterval": "1000"})

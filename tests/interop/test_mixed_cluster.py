@@ -21,7 +21,7 @@ from rmqtool.remoting.bodies import ClusterInfo
 from tests.broker.conftest import Wire, create_topic
 
 from .conftest import start_apache, start_rmqtool_serve, stop_apache, stop_rmqtool_serve
-from .harness import java_classpath
+from .harness import JARS_NOT_BUILT, java_classpath
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -92,7 +92,7 @@ def round_trip(namesrv: str, topic: str, broker_name: str, n: int = 6) -> None:
 @pytest.fixture(scope="module")
 def java_built():
     if java_classpath() is None:
-        pytest.skip("Apache RocketMQ Java programs not built (run .ci/steps/10-interop.sh; needs Maven Central)")
+        pytest.skip(JARS_NOT_BUILT)
 
 
 def test_rmqtool_broker_joins_an_apache_name_server(java_built, apache_broker, tmp_path):
