@@ -4,6 +4,11 @@ Embedded mode builds each message as `DefaultMQProducer` does (TAGS, KEYS, WAIT,
 properties, delay/timer keys, the client's UNIQ_KEY, properties in the client's HashMap order)
 and hands it to `LocalBroker.send`, which does the broker's part. Everything that can be refused
 is checked before the store is opened, so bad input writes nothing.
+
+Lines from stdin are a stream (cli/sendstream.py): sent in batches as they come, each batch's
+results printed as soon as it is stored, in bounded memory. The options and the first batch
+are checked before the store is opened; a bad line later stops the stream with exit 2 after
+what came before it was sent and printed.
 """
 
 from __future__ import annotations
@@ -11,11 +16,14 @@ from __future__ import annotations
 import random
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from rmqtool.cli import common
+from rmqtool.cli.sendstream import batches
 from rmqtool.errors import InvalidInput, InvalidMessage
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.javahash import hashmap_order
@@ -34,6 +42,7 @@ RESERVED_PROPERTIES = frozenset({
     P.SHARDING_KEY,
 })
 STORE_CHUNK = 256  # messages per store call when sending stdin lines one by one
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize
 RESULT_COLUMNS = ["status", "msgId", "offsetMsgId", "topic", "queueId", "queueOffset"]
 
 
@@ -79,23 +88,6 @@ def delay_properties(delay_level: int | None, delay: str | None, deliver_at: str
     return {}
 
 
-def read_bodies(body: str | None) -> list[bytes]:
-    """BODY, or one body per stdin line when BODY is absent and stdin is not a terminal."""
-    if body is not None:
-        return [body.encode("utf-8")]
-    if sys.stdin is None or common.is_tty(sys.stdin):
-        raise InvalidInput("give a BODY, or pipe one message per line on stdin")
-    data = sys.stdin.buffer.read()
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    bodies = [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
-    bodies = [b for b in bodies if b]
-    if not bodies:
-        raise InvalidMessage("stdin held no message (empty lines are skipped)")
-    return bodies
-
-
 def send(
     ctx: typer.Context,
     topic: Annotated[str, typer.Argument(help="Topic to send to.")],
@@ -137,102 +129,182 @@ def send(
         raise InvalidInput("--queue and --sharding-key exclude each other")
     if flush not in (None, "sync", "async"):
         raise InvalidInput("--flush takes sync or async")
-    now = int(time.time() * 1000)
-    extra = delay_properties(delay_level, delay, deliver_at, now)
+    extra = delay_properties(delay_level, delay, deliver_at, int(time.time() * 1000))
     if batch > 1 and extra:
         raise InvalidInput("batch messages cannot be delayed (RocketMQ refuses DELAY in a batch)")
     user_props = dict(parse_property(p) for p in (prop or []))
     if sharding_key is not None and not sharding_key:
         raise InvalidInput("--sharding-key must not be empty")
-    bodies = read_bodies(body)
-    uniq = UniqKeyFactory("127.0.0.1")
-    msgs = []
-    for b in bodies:
-        props: dict[str, str] = {}
+    build = MessageBuilder(topic, tag, key, user_props, extra, sharding_key)
+    if body is not None:
+        source: Iterator[list[bytes]] = iter([[body.encode("utf-8")]])
+    elif sys.stdin is None or common.is_tty(sys.stdin):
+        raise InvalidInput("give a BODY, or pipe one message per line on stdin")
+    else:
+        # whole batches, or many single messages at a time (one store call, one flush wait)
+        source = batches(sys.stdin.buffer, batch if batch > 1 else STORE_CHUNK, max_line=2 * MAX_MESSAGE_SIZE)
+    if common.network_mode(ctx, namesrv):
+        sender: Any = NetworkSender(namesrv, group=group, batch=batch, queue=queue, sharding_key=sharding_key)
+    else:
+        sender = EmbeddedSender(common.store_dir(store), batch=batch, queue=queue, sharding_key=sharding_key,
+                                flush=flush)
+    printer = ResultPrinter(json_out)
+    sent = 0
+    failed = False
+    try:
+        for bodies in source:
+            msgs = build.messages(bodies)
+            check_messages(msgs, batch)
+            results = sender.send(msgs)
+            printer.write(results)  # as they come: a `tail -f` pipe sees each line's result
+            sent += len(results)
+            failed = failed or any(r.get("status") != "SEND_OK" for r in results)
+    finally:
+        sender.close()
+    if not sent:
+        raise InvalidMessage("stdin held no message (empty lines are skipped)")
+    if failed:
+        raise typer.Exit(1)
+
+
+class MessageBuilder:
+    """Messages as `DefaultMQProducer` builds them from the command's options, one per body."""
+
+    def __init__(self, topic: str, tag: str | None, keys: list[str] | None, user_props: dict[str, str],
+                 extra: dict[str, str], sharding_key: str | None) -> None:
+        self.topic = topic
+        fixed: dict[str, str] = {}
         if tag:
-            props[P.TAGS] = tag
-        if key:
-            props[P.KEYS] = " ".join(key)
-        props[P.WAIT] = "true"
-        props.update(user_props)
-        props.update(extra)
+            fixed[P.TAGS] = tag
+        if keys:
+            fixed[P.KEYS] = " ".join(keys)
+        fixed[P.WAIT] = "true"
+        fixed.update(user_props)
+        fixed.update(extra)
         if sharding_key:
-            props[P.SHARDING_KEY] = sharding_key
-        props[P.UNIQ_KEY] = uniq.create(now)
-        props = client_order(props)
-        msgs.append(MessageExt(topic=topic, body=b, properties=props, born_timestamp=now))
-    max_size = 4 * 1024 * 1024
+            fixed[P.SHARDING_KEY] = sharding_key
+        self.fixed = fixed
+        self.uniq = UniqKeyFactory("127.0.0.1")
+
+    def messages(self, bodies: list[bytes]) -> list[MessageExt]:
+        now = int(time.time() * 1000)
+        out = []
+        for b in bodies:
+            props = dict(self.fixed)
+            props[P.UNIQ_KEY] = self.uniq.create(now)
+            out.append(MessageExt(topic=self.topic, body=b, properties=client_order(props), born_timestamp=now))
+        return out
+
+
+def check_messages(msgs: list[MessageExt], batch: int) -> None:
+    """The client's checks (Validators.checkMessage, the batch's size) before anything is sent."""
     for m in msgs:
-        check_body(m.body, max_size)
+        check_body(m.body, MAX_MESSAGE_SIZE)
         check_properties(m.properties)
     if batch > 1:
         for i in range(0, len(msgs), batch):
             size = sum(len(m.body) for m in msgs[i:i + batch])
-            if size > max_size:
-                raise InvalidMessage(f"a batch of {size} body bytes is over the max message size {max_size}")
-
-    if common.network_mode(ctx, namesrv):
-        results = common.bridge("send")(namesrv=namesrv, messages=msgs, batch=batch, queue=queue,
-                                        sharding_key=sharding_key, group=group)
-    else:
-        results = _send_embedded(common.store_dir(store), msgs, batch=batch, queue=queue,
-                                 sharding_key=sharding_key, flush=flush)
-    _print_results(results, json_out)
-    if any(r.get("status") != "SEND_OK" for r in results):
-        raise typer.Exit(1)
+            if size > MAX_MESSAGE_SIZE:
+                raise InvalidMessage(f"a batch of {size} body bytes is over the max message size {MAX_MESSAGE_SIZE}")
 
 
-def _send_embedded(root: Any, msgs: list[MessageExt], *, batch: int, queue: int | None,
-                   sharding_key: str | None, flush: str | None) -> list[dict[str, Any]]:
-    from rmqtool.store.local import LocalBroker, select_queue_by_hash
-    from rmqtool.store.topics import TopicConfigManager
+class EmbeddedSender:
+    """Sends into the store directory itself; opens it at the first send, so bad input creates nothing."""
 
-    common.check_store_path(root)
-    config = common.store_config(root)
-    if queue is not None:
-        # refuse an out-of-range queue before the store is opened (or created)
-        topics = TopicConfigManager(root / "config", default_topic_queue_nums=config.default_topic_queue_nums)
-        if root.is_dir():
+    def __init__(self, root: Path, *, batch: int, queue: int | None, sharding_key: str | None,
+                 flush: str | None) -> None:
+        self.root, self.batch, self.queue, self.sharding_key = root, batch, queue, sharding_key
+        common.check_store_path(root)
+        self.config = common.store_config(root)
+        if flush is not None:
+            self.config.flush_disk_type = "SYNC_FLUSH" if flush == "sync" else "ASYNC_FLUSH"
+        self.broker: Any = None
+        self.next_queue = 0
+        self.queue_nums = 0
+
+    def _check_queue(self, topic: str) -> None:
+        """Refuse an out-of-range --queue before the store is opened (or created)."""
+        from rmqtool.store.topics import TopicConfigManager
+
+        topics = TopicConfigManager(self.root / "config", default_topic_queue_nums=self.config.default_topic_queue_nums)
+        if self.root.is_dir():
             topics.load()
-        tc = topics.select(msgs[0].topic)
-        n = tc.write_queue_nums if tc is not None else config.default_topic_queue_nums
-        if queue >= n:
-            raise InvalidInput(f"--queue {queue}: topic {msgs[0].topic} has {n} queues (0..{n - 1})")
-    results: list[dict[str, Any]] = []
-    with LocalBroker.open(root, config) as broker:
+        tc = topics.select(topic)
+        n = tc.write_queue_nums if tc is not None else self.config.default_topic_queue_nums
+        if self.queue is not None and self.queue >= n:
+            raise InvalidInput(f"--queue {self.queue}: topic {topic} has {n} queues (0..{n - 1})")
+
+    def _open(self, topic: str) -> None:
+        from rmqtool.store.local import LocalBroker
+
+        if self.queue is not None:
+            self._check_queue(topic)
+        self.broker = LocalBroker.open(self.root, self.config)
+        n = self.queue_nums = self.broker.write_queue_nums(topic)
+        if self.queue is not None and self.queue >= n:
+            raise InvalidInput(f"--queue {self.queue}: topic {topic} has {n} queues (0..{n - 1})")
+        self.next_queue = random.randrange(n)  # MQFaultStrategy's ThreadLocalIndex starts at random
+
+    def _queue_id(self) -> int:
+        from rmqtool.store.local import select_queue_by_hash
+
+        if self.sharding_key is not None:
+            return select_queue_by_hash(self.sharding_key, self.queue_nums)
+        if self.queue is not None:
+            return self.queue
+        qid = self.next_queue % self.queue_nums
+        self.next_queue += 1
+        return qid
+
+    def send(self, msgs: list[MessageExt]) -> list[dict[str, Any]]:
         topic = msgs[0].topic
-        n = broker.write_queue_nums(topic)
-        if queue is not None and queue >= n:
-            raise InvalidInput(f"--queue {queue}: topic {topic} has {n} queues (0..{n - 1})")
-        if sharding_key is not None:
-            qid_of = lambda i: select_queue_by_hash(sharding_key, n)  # noqa: E731
-        elif queue is not None:
-            qid_of = lambda i: queue  # noqa: E731
-        else:
-            start = random.randrange(n)  # MQFaultStrategy's ThreadLocalIndex starts at random
-            qid_of = lambda i: (start + i) % n  # noqa: E731
-        groups = [msgs[i:i + batch] for i in range(0, len(msgs), batch)]
-        for gi, chunk in enumerate(groups):
-            qid = qid_of(gi)
+        if self.broker is None:
+            self._open(topic)
+        groups = [msgs[i:i + self.batch] for i in range(0, len(msgs), self.batch)]
+        for chunk in groups:
+            qid = self._queue_id()
             for m in chunk:
                 m.queue_id = qid
-        for chunk in groups:  # everything is checked before the first write
-            for m in chunk:
-                broker.check(m)
-        if batch > 1:
-            for chunk in groups:
-                qid = chunk[0].queue_id
-                for r in broker.send_batch(chunk, checked=True):
-                    results.append(_result(r, topic, qid))
-        else:
-            # separate messages, but handed to the store many at a time (one lock, one flush wait)
-            for i in range(0, len(msgs), STORE_CHUNK):
-                chunk = msgs[i:i + STORE_CHUNK]
-                qids = [m.queue_id for m in chunk]
-                puts = broker.send_batch(chunk, checked=True)
-                for r, qid in zip(puts, qids, strict=True):
-                    results.append(_result(r, topic, qid))
-    return results
+        for m in msgs:  # everything of this round is checked before its first write
+            self.broker.check(m)
+        results: list[dict[str, Any]] = []
+        for chunk in groups if self.batch > 1 else [msgs]:
+            qids = [m.queue_id for m in chunk]
+            puts = self.broker.send_batch(chunk, checked=True)
+            if self.batch > 1:
+                results += [_result(r, topic, qids[0]) for r in puts]
+            else:
+                results += [_result(r, topic, q) for r, q in zip(puts, qids, strict=True)]
+        return results
+
+    def close(self) -> None:
+        if self.broker is not None:
+            self.broker.close()
+            self.broker = None
+
+
+class NetworkSender:
+    """Sends through a name server with one producer for the whole stream, started at the first send."""
+
+    def __init__(self, namesrv: str | None, *, group: str, batch: int, queue: int | None,
+                 sharding_key: str | None) -> None:
+        self.namesrv, self.group, self.batch, self.queue, self.sharding_key = namesrv, group, batch, queue, sharding_key
+        self.send_fn = common.bridge("send")
+        self.producer: Any = None
+
+    def send(self, msgs: list[MessageExt]) -> list[dict[str, Any]]:
+        if self.producer is None:
+            from rmqtool.client import Producer
+
+            self.producer = Producer(self.group, self.namesrv, send_msg_timeout=3.0)
+            self.producer.start()
+        return self.send_fn(namesrv=self.namesrv, messages=msgs, batch=self.batch, queue=self.queue,
+                            sharding_key=self.sharding_key, group=self.group, producer=self.producer)
+
+    def close(self) -> None:
+        if self.producer is not None:
+            self.producer.shutdown()
+            self.producer = None
 
 
 def _result(put: Any, topic: str, queue_id: int) -> dict[str, Any]:
@@ -248,14 +320,20 @@ def _result(put: Any, topic: str, queue_id: int) -> dict[str, Any]:
     }
 
 
-def _print_results(results: list[dict[str, Any]], json_out: bool) -> None:
-    if common.choose_format(None, json_out) == "json":
-        w = common.JsonLinesWriter()
+class ResultPrinter:
+    """One result per message on stdout, written (and flushed) once per batch sent."""
+
+    def __init__(self, json_out: bool) -> None:
+        self.json = common.choose_format(None, json_out) == "json"
+        self.writer = common.JsonLinesWriter(buffer_lines=1 << 30)  # flushed per batch below
+
+    def write(self, results: list[dict[str, Any]]) -> None:
+        if not self.json:
+            common.print_table(results, RESULT_COLUMNS)
+            return
         for r in results:
-            w.write_obj(r)
-        w.flush()
-    else:
-        common.print_table(results, RESULT_COLUMNS)
+            self.writer.write_obj(r)
+        self.writer.flush()
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,134 @@
+"""`rmqtool send` streams stdin: each line of a slow pipe is sent (and its result printed) within
+a second, and the memory of a long pipe does not grow with its length.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rmqtool.cli.sendstream import batches
+from tests.conftest import rmqtool_env
+
+
+def _readline(proc: subprocess.Popen, timeout: float) -> bytes:
+    """One stdout line, or b'' when none came within `timeout` seconds."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    buf = b""
+    end = time.monotonic() + timeout
+    while not buf.endswith(b"\n"):
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return b""
+        chunk = os.read(fd, 1)
+        if not chunk:
+            return buf
+        buf += chunk
+    return buf
+
+
+@pytest.mark.parametrize("batch", ["1", "256"])
+def test_tail_f_style_input_is_sent_within_a_second_of_each_line(tmp_path, batch):
+    proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "send", "Tail", "--store", str(tmp_path / "s"),
+                             "--batch", batch, "--json"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=rmqtool_env(None))
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(b"first\n")
+        proc.stdin.flush()
+        first = _readline(proc, 30)  # start-up: opening (creating) the store
+        assert json.loads(first)["status"] == "SEND_OK", proc.stderr.read() if not first else first
+        for i in range(3):
+            t0 = time.monotonic()
+            proc.stdin.write(f"line {i}\n".encode())
+            proc.stdin.flush()
+            got = _readline(proc, 5)
+            took = time.monotonic() - t0
+            assert got and json.loads(got)["status"] == "SEND_OK"
+            assert took < 1.0, f"line {i} took {took:.2f}s to be sent"
+        proc.stdin.close()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    r = subprocess.run([sys.executable, "-m", "rmqtool", "consume", "Tail", "--store", str(tmp_path / "s"),
+                        "--from", "first", "--format", "%s"], capture_output=True, env=rmqtool_env(None), timeout=60)
+    assert sorted(r.stdout.split()) == sorted([b"first", b"line", b"0", b"line", b"1", b"line", b"2"])
+
+
+def _peak_anon_rss_kb(lines: int, store) -> tuple[int, int]:
+    """(peak RssAnon, printed result lines) of `seq LINES | rmqtool send --batch 256`."""
+    seq = subprocess.Popen(["seq", str(lines)], stdout=subprocess.PIPE)
+    out = open(store.parent / f"out-{lines}", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "send", "Seq", "--batch", "256", "--store", str(store),
+                             "--json"], stdin=seq.stdout, stdout=out, stderr=subprocess.PIPE, env=rmqtool_env(None))
+    assert seq.stdout is not None
+    seq.stdout.close()
+    peak = 0
+    while proc.poll() is None:
+        try:
+            with open(f"/proc/{proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("RssAnon:"):
+                        peak = max(peak, int(line.split()[1]))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+        time.sleep(0.02)
+    out.close()
+    assert proc.returncode == 0, proc.stderr.read()
+    with open(store.parent / f"out-{lines}", "rb") as f:
+        printed = sum(1 for _ in f)
+    return peak, printed
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RssAnon from /proc")
+def test_seq_into_send_runs_in_memory_that_does_not_grow_with_the_input(tmp_path):
+    """The issue's `seq 10000000 | rmqtool send T --batch 256`, at 20,000 and 200,000 lines.
+
+    RssAnon is the process's own memory; the pages of the mapped CommitLog it writes are the
+    kernel's page cache (RssFile) and are not what the stream buffers.
+    """
+    small, n_small = _peak_anon_rss_kb(20_000, tmp_path / "small")
+    big, n_big = _peak_anon_rss_kb(200_000, tmp_path / "big")
+    assert (n_small, n_big) == (20_000, 200_000)
+    assert big < 100 * 1024, f"peak RssAnon {big // 1024} MB"
+    assert big - small < 12 * 1024, f"RssAnon grew from {small // 1024} MB to {big // 1024} MB with 10x the input"
+
+
+def test_batches_flush_a_partial_batch_on_the_timer():
+    r, w = os.pipe()
+    with os.fdopen(r, "rb", buffering=0) as rf:
+        got = batches(rf, 100, max_line=1 << 20, flush_s=0.1)
+        os.write(w, b"a\r\nb\n\nc")
+        t0 = time.monotonic()
+        assert next(got) == [b"a", b"b"]
+        assert time.monotonic() - t0 < 1.0
+        os.write(w, b"\n" + b"x\n" * 250)
+        assert next(got) == [b"c"] + [b"x"] * 99
+        assert next(got) == [b"x"] * 100
+        os.close(w)
+        assert next(got) == [b"x"] * 51
+        with pytest.raises(StopIteration):
+            next(got)
+
+
+def test_a_line_without_end_over_the_limit_is_refused_after_what_came_before():
+    r, w = os.pipe()
+    from rmqtool.errors import InvalidMessage
+
+    with os.fdopen(r, "rb", buffering=0) as rf:
+        got = batches(rf, 10, max_line=1000, flush_s=5)
+        os.write(w, b"ok\n" + b"y" * 1500)
+        assert next(got) == [b"ok"]
+        with pytest.raises(InvalidMessage, match="longer than 1000 bytes"):
+            next(got)
+        os.close(w)
