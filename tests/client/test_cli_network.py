@@ -88,3 +88,32 @@ def test_namesrv_from_environment(server, unique, rmq):
     assert r.returncode == 0, r.stderr
     r = rmq("consume", topic, "--group", unique("genv"), env={"NAMESRV_ADDR": server.namesrv}, timeout=60)
     assert [x["body"] for x in lines(r.stdout)] == ["via-env"]
+
+
+def test_consume_timeout_is_idle_time_not_a_deadline(server, unique, rmq):
+    """`--timeout 3` keeps reading while messages keep coming (here for ~6 s), then stops 3 s after
+    the last one with exit 0; `--deadline` cuts a read short with exit 124 and says so."""
+    import subprocess
+    import sys
+
+    from rmqtool.client import Message, Producer
+    from tests.conftest import rmqtool_env
+
+    topic, group = unique("Tidle"), unique("gidle")
+    with Producer(unique("pidle"), server.namesrv) as p:
+        p.send(Message(topic, b"m0"))
+        proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "consume", topic, "--namesrv", server.namesrv,
+                                 "--group", group, "--from", "first", "--timeout", "3", "--format", "%s"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=rmqtool_env(None))
+        for i in range(1, 7):
+            time.sleep(1)
+            p.send(Message(topic, f"m{i}".encode()))
+        last = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert sorted(out.split()) == sorted(f"m{i}".encode() for i in range(7)), err
+    assert time.monotonic() - last >= 2.5
+    r = rmq("consume", topic, "--namesrv", server.namesrv, "--group", unique("gdl"), "--from", "first", "--follow",
+            "--deadline", "3", "--format", "%s", timeout=60)
+    assert r.returncode == 124 and b"--deadline" in r.stderr, r.stderr
+    assert sorted(r.stdout.split()) == sorted(f"m{i}".encode() for i in range(7))
