@@ -66,8 +66,8 @@ def group_opt(default: str, help: str) -> Any:
 
 def format_opt(values: str) -> Any:
     """`--format/-f FORMAT`; each command lists the values it takes (table, json, text, hex, TEMPLATE)."""
-    return Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT",
-                                              help=f"{values}; default: table on a terminal, json otherwise.")]
+    return Annotated[str | None, typer.Option("--format", "-f", metavar="FORMAT", help=f"{values}.",
+                                              show_default="table on a terminal, else json")]
 
 
 # the names the commands were first written with

@@ -243,7 +243,8 @@ def consume(
     message came for SECONDS.
 
     \b
-    --format TEMPLATE codes (kcat-like; a newline is added unless the template ends with one):
+    --format TEMPLATE codes (kcat-like; a newline is added unless the
+    template ends with one):
       %t topic  %q queueId  %o queueOffset  %c commitLogOffset  %k keys  %g tags
       %s body  %S body size  %i msgId  %I offsetMsgId  %T storeTimestamp
       %B bornTimestamp  %r reconsumeTimes  %h properties k=v,...  %% percent
