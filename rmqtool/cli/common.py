@@ -126,7 +126,7 @@ def store_config(root: Path, **overrides: Any) -> Any:
     A broker refuses a store whose files differ from its configured sizes; a command opening a
     store someone else wrote (a `serve -c broker.conf` with other sizes, a test store) adopts
     them: from a `broker.conf` beside the store, else from the files, as `inspect` reads them
-    (`load_layout_config`). Index sizes that the files leave ambiguous are not guessed: the
+    (`load_layout_config`); a store written without a timer wheel stays without one. Index sizes that the files leave ambiguous are not guessed: the
     store then refuses to open rather than write into an index of the wrong shape.
     """
     from rmqtool.inspect.layoutconfig import load_layout_config
@@ -141,9 +141,23 @@ def store_config(root: Path, **overrides: Any) -> Any:
         cfg.timer_precision_ms = layout.timer_precision_ms
         if layout.index_geometry_known:
             cfg.max_hash_slot_num, cfg.max_index_num = layout.hash_slot_num, layout.index_num
+    if written_without_timer_wheel(root):
+        cfg.timer_wheel_enable = False
     for k, v in overrides.items():
         setattr(cfg, k, v)
     return cfg
+
+
+def written_without_timer_wheel(root: Path) -> bool:
+    """A store with messages but no `timerwheel` nor `timerlog/`: a 4.x broker's (which has no
+    timer wheel) or a 5.x one's with timerWheelEnable=false. A command writing into it does
+    what that broker would: it creates no timer files (a 5.x broker creates them at its first
+    start, so every store rmqtool or a default 5.x broker made has them)."""
+    try:
+        has_messages = any(p.is_file() for p in (root / "commitlog").iterdir())
+    except OSError:
+        return False
+    return has_messages and not (root / "timerwheel").exists() and not (root / "timerlog").is_dir()
 
 
 # -- output --------------------------------------------------------------------------------------

@@ -152,6 +152,13 @@ def encode_delay_offset(offset_table: dict[int, int], data_version: DataVersion)
             "}")
 
 
+def encode_delay_offset_4x(offset_table: dict[int, int]) -> str:
+    """The 4.9.x `DelayOffsetSerializeWrapper` (no dataVersion), as a 4.x broker writes it."""
+    entries = ",".join(f"{level}:{offset}" for level, offset in sorted(offset_table.items()))
+    table = "{" + entries + "\n\t}" if entries else "{}"
+    return "{\n" f"\t\"offsetTable\":{table}\n" "}"
+
+
 def decode_delay_offset(text: str) -> tuple[dict[int, int], DataVersion | None]:
     """Both the 4.9.x (`{"offsetTable":{...}}`) and the 5.x shape."""
     obj = parse_fastjson(text)
@@ -217,6 +224,7 @@ class ScheduleMessageService:
         self.read_only = read_only
         self.offset_table: dict[int, int] = {}
         self.data_version = DataVersion()
+        self.legacy_shape = False  # delayOffset.json was in the 4.x form (no dataVersion)
         self._version_change_counter = 0
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
@@ -239,6 +247,8 @@ class ScheduleMessageService:
             self.offset_table.update(table)
             if version is not None:
                 self.data_version = version
+            # a 4.x broker's file keeps its shape: what that broker would write, nothing new
+            self.legacy_shape = version is None
         self.correct_delay_offset()
 
     def correct_delay_offset(self) -> None:
@@ -263,6 +273,8 @@ class ScheduleMessageService:
             return set(range(self.max_delay_level))
 
     def encode(self) -> str:
+        if self.legacy_shape:
+            return encode_delay_offset_4x(self.offset_table)
         return encode_delay_offset(self.offset_table, self.data_version)
 
     def persist(self) -> None:
