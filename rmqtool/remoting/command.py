@@ -3,12 +3,21 @@
 Frame: int32 length (excluding itself) | int32 serType<<24 | headerLength | header | body.
 Headers are read as JSON or ROCKETMQ binary; we always answer in JSON (ali-ons reads only
 JSON), with string extFields values, because Java and Go clients require strings.
+
+Every limit of the decoder is explicit, as `NettyDecoder` + `RemotingCommand.decode` have
+them: a frame is 4 .. `MAX_FRAME_LENGTH` bytes (Java's `com.rocketmq.remoting.frameMaxLength`),
+its header fits the frame, `code`/`opaque`/`flag`/`version` are int32 numbers (Java's `int`
+fields; `Infinity`, `1e999`, `1.5` or 2^40 are no int32), and a JSON header nests at most
+`MAX_HEADER_DEPTH` levels. A frame outside these raises `FrameError`: Java's decoder throws
+and closes the channel, and so does our transport.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import count
 
@@ -21,6 +30,10 @@ ONEWAY_FLAG = 0x2
 SERIALIZE_JSON = 0
 SERIALIZE_ROCKETMQ = 1
 MAX_FRAME_LENGTH = 16 * 1024 * 1024  # NettyDecoder default frameMaxLength
+# RocketMQ headers are a flat object holding a flat extFields map (depth 2); deeper JSON is
+# hostile or broken, and Python's json would hit its recursion limit on it long before 16 MiB.
+MAX_HEADER_DEPTH = 16
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 _opaques = count(1)
 _INT32 = struct.Struct(">i")
@@ -138,7 +151,8 @@ def _loads_header(header: bytes) -> object:
     orjson refuses some documents json accepts (NaN, lone surrogate escapes) and reads integers
     past 64 bits as floats, so its result is used only when every field we read has the type a
     Java client sends (ints, strings, string extFields); anything else is parsed again with
-    json, which keeps exactly the headers we accept and the values we derive from them.
+    json, which keeps exactly the headers we accept and the values we derive from them, and is
+    checked for its nesting depth.
     """
     try:
         obj = orjson.loads(header)
@@ -147,9 +161,58 @@ def _loads_header(header: bytes) -> object:
     if obj is not None and _plain(obj):
         return obj
     try:
-        return json.loads(header.decode("utf-8"))
+        obj = json.loads(header.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise FrameError(f"header is not JSON: {e}") from None
+    except RecursionError:
+        raise FrameError(f"header nests deeper than {MAX_HEADER_DEPTH} levels") from None
+    if _too_deep(obj, MAX_HEADER_DEPTH):
+        raise FrameError(f"header nests deeper than {MAX_HEADER_DEPTH} levels")
+    return obj
+
+
+def _too_deep(obj: object, limit: int) -> bool:
+    """True when `obj` nests more than `limit` containers (iteratively: no recursion of ours)."""
+    stack: list[tuple[object, int]] = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if isinstance(o, dict):
+            children: Iterable[object] = o.values()
+        elif isinstance(o, list):
+            children = o
+        else:
+            continue
+        if d > limit:
+            return True
+        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return False
+
+
+def _int32(obj: dict, key: str, default: int) -> int:
+    """A header number Java reads into an `int`: an integer (or integral float, or decimal string,
+    as fastjson coerces them) within int32; anything else makes the frame undecodable."""
+    v = obj.get(key, default)
+    if type(v) is int:
+        n = v
+    elif isinstance(v, float) and math.isfinite(v) and v.is_integer():
+        n = int(v)
+    elif isinstance(v, str) and v.strip().lstrip("+-").isdigit() and len(v) < 24:
+        n = int(v)
+    elif v is None:
+        n = default
+    else:
+        raise FrameError(f"header field {key} is not an int32: {_short(v)}")
+    if not INT32_MIN <= n <= INT32_MAX:
+        raise FrameError(f"header field {key} is outside int32: {_short(n)}")
+    return n
+
+
+def _short(v: object) -> str:
+    """A value for a log line: at most 40 characters of it."""
+    if isinstance(v, int) and v.bit_length() > 128:
+        return f"an integer of {v.bit_length()} bits"
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def _plain(obj: object) -> bool:
@@ -164,6 +227,9 @@ def _plain(obj: object) -> bool:
     if type(get("language", "")) is not str or (remark is not None and type(remark) is not str):
         return False
     ext = get("extFields")
+    for v in obj.values():  # another nested value takes the checked path (nesting depth)
+        if (type(v) is dict or type(v) is list) and v is not ext:
+            return False
     if ext is None:
         return True
     if type(ext) is not dict:
@@ -178,32 +244,33 @@ def _decode_json_header(header: bytes) -> RemotingCommand:
     obj = _loads_header(header)
     if not isinstance(obj, dict):
         raise FrameError("header is not a JSON object")
-    try:
-        ext = obj.get("extFields") or {}
-        if not isinstance(ext, dict):
-            raise FrameError("extFields is not an object")
-        # Java clients send only strings: keep the parsed dict as is unless a value needs
-        # coercing (ali-ons numbers and booleans, nulls to drop). JSON keys are always str.
-        for v in ext.values():
-            if type(v) is not str:
-                ext = {k: _ext_str(v) for k, v in ext.items() if v is not None}
-                break
-        lang = obj.get("language", "JAVA")
-        if isinstance(lang, int):
-            lang = LANGUAGES[lang] if 0 <= lang < len(LANGUAGES) else "OTHER"
-        remark = obj.get("remark")
-        return RemotingCommand(
-            int(obj.get("code", 0)),
-            ext,
-            b"",
-            int(obj.get("opaque", 0)),
-            int(obj.get("flag", 0)),
-            None if remark is None else str(remark),
-            str(lang),
-            int(obj.get("version", 0)),
-        )
-    except (TypeError, ValueError) as e:
-        raise FrameError(f"bad header field: {e}") from None
+    ext = obj.get("extFields") or {}
+    if not isinstance(ext, dict):
+        raise FrameError("extFields is not an object")
+    # Java clients send only strings: keep the parsed dict as is unless a value needs
+    # coercing (ali-ons numbers and booleans, nulls to drop). JSON keys are always str.
+    for v in ext.values():
+        if type(v) is not str:
+            ext = {k: _ext_str(v) for k, v in ext.items() if v is not None}
+            break
+    lang = obj.get("language", "JAVA")
+    if type(lang) is int:
+        lang = LANGUAGES[lang] if 0 <= lang < len(LANGUAGES) else "OTHER"
+    elif not isinstance(lang, str):
+        raise FrameError(f"header field language is not a name: {_short(lang)}")
+    remark = obj.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        remark = _ext_str(remark)
+    return RemotingCommand(
+        _int32(obj, "code", 0),
+        ext,
+        b"",
+        _int32(obj, "opaque", 0),
+        _int32(obj, "flag", 0),
+        remark,
+        lang,
+        _int32(obj, "version", 0),
+    )
 
 
 def _decode_binary_header(h: bytes) -> RemotingCommand:
@@ -223,11 +290,13 @@ def _decode_binary_header(h: bytes) -> RemotingCommand:
         while p < end:
             (kl,) = struct.unpack_from(">h", h, p)
             p += 2
+            if kl < 0 or p + kl > end:
+                raise FrameError("an extField runs past the header")
             k = h[p : p + kl].decode("utf-8", "replace")
             p += kl
             (vl,) = struct.unpack_from(">i", h, p)
             p += 4
-            if kl < 0 or vl < 0 or p + vl > end:
+            if vl < 0 or p + vl > end:
                 raise FrameError("an extField runs past the header")
             ext[k] = h[p : p + vl].decode("utf-8", "replace")
             p += vl
@@ -261,6 +330,22 @@ class FrameReader:
         self._buf = bytearray()
         self._need = 0  # bytes the buffered tail must reach before it can yield a frame
         self.max_frame = max_frame
+
+    def pending(self) -> int:
+        """Bytes of the frame being assembled (its length field included), 0 between frames.
+
+        What the frame will occupy once complete: the transport reserves it against its budget
+        for partial frames before reading more (the buffer itself only grows as data comes).
+        """
+        return self._need if self._buf else 0
+
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def clear(self) -> None:
+        """Drop a partial frame (the connection is gone): its memory is freed now."""
+        self._buf = bytearray()
+        self._need = 0
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
         if type(data) is not bytes:

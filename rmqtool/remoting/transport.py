@@ -24,6 +24,7 @@ from typing import Any
 
 from rmqtool.errors import RemotingError
 from rmqtool.layouts.net import Host
+from rmqtool.remoting.budget import FrameBudget
 from rmqtool.remoting.codes import ResponseCode
 from rmqtool.remoting.command import (
     MAX_FRAME_LENGTH,
@@ -73,11 +74,13 @@ class Connection(asyncio.Protocol):
     """One remoting channel: request/response matching, oneway sends, incoming requests."""
 
     def __init__(self, handler: Handler | None = None, max_frame: int = MAX_FRAME_LENGTH,
-                 on_lost: Callable[[Connection], None] | None = None) -> None:
+                 on_lost: Callable[[Connection], None] | None = None, budget: FrameBudget | None = None) -> None:
         self.handler = handler
         self.transport: asyncio.Transport | None = None
         self.writer = _Writer(self)
         self._frames = FrameReader(max_frame)
+        self._budget = budget  # the server's cap on partial frames (none on client connections)
+        self.reserved = 0  # bytes of the budget the frame being assembled holds
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._unstarted = 0  # handler tasks created but not yet run: later requests queue behind them
@@ -108,8 +111,13 @@ class Connection(asyncio.Protocol):
         except FrameError as e:
             log.warning("closing %s: malformed frame: %s", self.peer, e)
             self._broken = True
+            self._frames.clear()
             self._close_now()
             return
+        if self._budget is not None:
+            need = self._frames.pending()
+            if need != self.reserved:
+                self._budget.hold(self, need, self.peer)
         self._out = out = []
         try:
             for cmd in cmds:
@@ -129,6 +137,9 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._shutdown()
+        self._frames.clear()
+        if self._budget is not None:
+            self._budget.drop(self)
         for w in self._drain_waiters:
             if not w.done():
                 w.set_exception(ConnectionResetError("connection lost"))
@@ -139,6 +150,19 @@ class Connection(asyncio.Protocol):
                 cb(self)
             except Exception:
                 log.exception("connection close callback failed")
+
+    def pause_reading(self) -> None:
+        """The budget for partial frames is spent: stop reading until it admits us again."""
+        t = self.transport
+        if t is not None and not t.is_closing():
+            with contextlib.suppress(RuntimeError):
+                t.pause_reading()
+
+    def resume_reading(self) -> None:
+        t = self.transport
+        if t is not None and not t.is_closing():
+            with contextlib.suppress(RuntimeError):
+                t.resume_reading()
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -210,10 +234,21 @@ class Connection(asyncio.Protocol):
                 resp = self._handler_failed(cmd, e)
         self._answer(cmd, resp)
 
-    @staticmethod
-    def _handler_failed(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
-        log.exception("handler failed for code %s", cmd.code, exc_info=e)
-        return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"{e.__class__.__name__}: {e}")
+    def _handler_failed(self, cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+        """A handler bug: SYSTEM_ERROR with the exception, as NettyRemotingAbstract answers it
+        (`UtilAll.exceptionSimpleDesc`), and one WARNING line naming where it was raised; the
+        traceback goes to DEBUG, so hostile input cannot fill the log with them."""
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb is not None else "?"
+        desc = str(e)
+        if len(desc) > 200:
+            desc = desc[:197] + "..."
+        log.warning("request code %s from %s failed: %s: %s (at %s)", cmd.code, self.peer, e.__class__.__name__,
+                    desc, where)
+        log.debug("request code %s failed", cmd.code, exc_info=e)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"{e.__class__.__name__}: {desc}")
 
     def _answer(self, cmd: RemotingCommand, resp: RemotingCommand | None) -> None:
         if resp is None or cmd.flag & ONEWAY_FLAG:
@@ -289,9 +324,11 @@ class RemotingServer:
 
     def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0,
                  max_frame: int = MAX_FRAME_LENGTH,
-                 on_close: Callable[[Connection], None] | None = None) -> None:
+                 on_close: Callable[[Connection], None] | None = None,
+                 budget: FrameBudget | None = None) -> None:
         self.handler, self.host, self.port, self.max_frame = handler, host, port, max_frame
         self.on_close = on_close
+        self.budget = budget if budget is not None else FrameBudget()  # servers may share one
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
 
@@ -301,7 +338,7 @@ class RemotingServer:
         self.port = self._server.sockets[0].getsockname()[1]
 
     def _new_connection(self) -> Connection:
-        conn = Connection(self.handler, self.max_frame, on_lost=self._lost)
+        conn = Connection(self.handler, self.max_frame, on_lost=self._lost, budget=self.budget)
         self.connections.add(conn)
         return conn
 
