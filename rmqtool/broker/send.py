@@ -108,7 +108,7 @@ class SendProcessor:
         reconsume = h.reconsumeTimes or 0
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-            sub = self.local.subscriptions.find(group)
+            sub = self.group_config(group)
             if sub is None:
                 return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                     remark=f"subscription group not exist, {group}")
@@ -208,7 +208,7 @@ class SendProcessor:
     async def process_send_back(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """`consumerSendMsgBack`: LocalBroker re-stores the message on %RETRY% (or %DLQ%)."""
         h = ConsumerSendMsgBackRequestHeader.from_ext(cmd.ext_fields)
-        sub = self.local.subscriptions.find(h.group)
+        sub = self.group_config(h.group)
         if sub is None:
             return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                 remark=f"subscription group not exist, {h.group}")

@@ -325,10 +325,14 @@ class QueryConsumerOffsetRequestHeader(Header):
 
 @dataclass
 class UpdateConsumerOffsetRequestHeader(Header):
+    """UPDATE_CONSUMER_OFFSET (15). Java decodes an unparsable queueId / commitOffset to null
+    (`decodeCommandCustomHeaderDirectly` logs and goes on) and the processor then answers
+    INVALID_PARAMETER, so they are optional here and checked by the processor."""
+
     consumerGroup: str
     topic: str
-    queueId: int
-    commitOffset: int
+    queueId: int | None = None
+    commitOffset: int | None = None
 
 
 @dataclass
