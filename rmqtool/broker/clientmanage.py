@@ -23,11 +23,10 @@ from rmqtool.remoting.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
 )
-from rmqtool.remoting.codes import RequestCode, ResponseCode
+from rmqtool.remoting.codes import ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import (
     GetConsumerListByGroupRequestHeader,
-    NotifyConsumerIdsChangedRequestHeader,
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     UnregisterClientRequestHeader,
@@ -85,11 +84,9 @@ class ClientManageProcessor:
         return cmd.response()
 
     def notify_consumer_ids_changed(self: Any, group: str) -> None:
-        """Oneway NOTIFY_CONSUMER_IDS_CHANGED to every channel of the group (fast rebalance)."""
-        ext = NotifyConsumerIdsChangedRequestHeader(group).to_ext()
-        for conn in self.clients.consumer_channels(group):
-            if not conn.closed.is_set():
-                self.spawn(conn.oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext)))
+        """Oneway NOTIFY_CONSUMER_IDS_CHANGED to every channel of the group (fast rebalance),
+        coalesced per group by the notifier (notify.py)."""
+        self.notifier.changed(group)
 
     async def process_unregister_client(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext(cmd.ext_fields)

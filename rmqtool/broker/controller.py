@@ -24,6 +24,7 @@ from rmqtool.broker.clients import ClientManager
 from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
+from rmqtool.broker.notify import CACHED_WINDOW_S, REAL_TIME_WINDOW_S, ConsumerIdsChangeNotifier
 from rmqtool.broker.pull import PullProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
 from rmqtool.broker.send import SendProcessor
@@ -80,6 +81,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.region_id = extra.get("regionId", "DefaultRegion")
         self.trace_on = extra.get("traceOn", "true")
         self.clients = ClientManager(self.clock)
+        self.notifier = ConsumerIdsChangeNotifier(self.clients.consumer_channels, self.spawn, CACHED_WINDOW_S if not
+                                                  _flag(extra, "realTimeNotifyConsumerChange", True) else REAL_TIME_WINDOW_S)
         self.locks = RebalanceLockManager(self.clock)
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rmqtool-store")
         # With async flush a put is a memory copy into the mapped file: running it on the loop thread
@@ -167,6 +170,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         if self.registrar is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.registrar.unregister_all(), 10)
+        self.notifier.close()
         if self.hold is not None:
             self.hold.wake_all()
         for svc in getattr(self.local, "services", []):

@@ -6,10 +6,11 @@ JSON), with string extFields values, because Java and Go clients require strings
 
 Every limit of the decoder is explicit, as `NettyDecoder` + `RemotingCommand.decode` have
 them: a frame is 4 .. `MAX_FRAME_LENGTH` bytes (Java's `com.rocketmq.remoting.frameMaxLength`),
-its header fits the frame, `code`/`opaque`/`flag`/`version` are int32 numbers (Java's `int`
-fields; `Infinity`, `1e999`, `1.5` or 2^40 are no int32), and a JSON header nests at most
-`MAX_HEADER_DEPTH` levels. A frame outside these raises `FrameError`: Java's decoder throws
-and closes the channel, and so does our transport.
+its header fits the frame and `MAX_HEADER_LENGTH`, `code`/`opaque`/`flag`/`version` are int32
+numbers (Java's `int` fields; `Infinity`, `1e999`, `1.5` or 2^40 are no int32), and a JSON
+header nests at most `MAX_HEADER_DEPTH` levels and holds at most `MAX_HEADER_BRACKETS` objects
+and arrays. A frame outside these raises `FrameError`: Java's decoder throws and closes the
+channel, and so does our transport.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ MAX_FRAME_LENGTH = 16 * 1024 * 1024  # NettyDecoder default frameMaxLength
 # RocketMQ headers are a flat object holding a flat extFields map (depth 2); deeper JSON is
 # hostile or broken, and Python's json would hit its recursion limit on it long before 16 MiB.
 MAX_HEADER_DEPTH = 16
+MAX_HEADER_BRACKETS = 1024  # objects and arrays in one header (a Java header has two)
+# Java bounds a header only by its 24-bit length field. The largest a client sends is a send's
+# properties string, which the broker refuses past 32,767 bytes (PROPERTIES_SIZE is a short):
+# 1 MiB leaves room for any real header and bounds what parsing a hostile one costs.
+MAX_HEADER_LENGTH = 1024 * 1024
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 _opaques = count(1)
@@ -133,6 +139,8 @@ def _decode_at(data: bytes, start: int, end: int) -> RemotingCommand:
     hs = start + 4
     if hlen > end - hs:
         raise FrameError(f"header length {hlen} exceeds the frame ({end - hs} bytes)")
+    if hlen > MAX_HEADER_LENGTH:
+        raise FrameError(f"header length {hlen} over the {MAX_HEADER_LENGTH}-byte limit")
     header = data[hs : hs + hlen]
     if ser == SERIALIZE_JSON:
         cmd = _decode_json_header(header)
@@ -152,28 +160,35 @@ def _loads_header(header: bytes) -> object:
     past 64 bits as floats, so its result is used only when every field we read has the type a
     Java client sends (ints, strings, string extFields); anything else is parsed again with
     json, which keeps exactly the headers we accept and the values we derive from them, and is
-    checked for its nesting depth.
+    checked for its nesting depth. A header with many brackets goes to json only: orjson 3.8
+    recurses on the C stack and crashes the process (SIGSEGV) at ~100,000 levels, while json
+    stops at the interpreter's recursion limit with a RecursionError.
     """
-    try:
-        obj = orjson.loads(header)
-    except orjson.JSONDecodeError:
-        obj = None
-    if obj is not None and _plain(obj):
-        return obj
+    obj = None
+    if header.count(b"[") + header.count(b"{") <= 2 * MAX_HEADER_BRACKETS:
+        try:
+            obj = orjson.loads(header)
+        except orjson.JSONDecodeError:
+            obj = None
+        if obj is not None and _plain(obj):
+            return obj
     try:
         obj = json.loads(header.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise FrameError(f"header is not JSON: {e}") from None
     except RecursionError:
-        raise FrameError(f"header nests deeper than {MAX_HEADER_DEPTH} levels") from None
-    if _too_deep(obj, MAX_HEADER_DEPTH):
-        raise FrameError(f"header nests deeper than {MAX_HEADER_DEPTH} levels")
+        obj = None
+    if obj is None or _too_deep(obj, MAX_HEADER_DEPTH):
+        raise FrameError(f"header nests deeper than {MAX_HEADER_DEPTH} levels or holds over "
+                         f"{MAX_HEADER_BRACKETS} objects and arrays")
     return obj
 
 
 def _too_deep(obj: object, limit: int) -> bool:
-    """True when `obj` nests more than `limit` containers (iteratively: no recursion of ours)."""
+    """True when `obj` nests more than `limit` containers or holds over MAX_HEADER_BRACKETS of
+    them (iteratively: no recursion of ours)."""
     stack: list[tuple[object, int]] = [(obj, 1)]
+    seen = 0
     while stack:
         o, d = stack.pop()
         if isinstance(o, dict):
@@ -182,7 +197,8 @@ def _too_deep(obj: object, limit: int) -> bool:
             children = o
         else:
             continue
-        if d > limit:
+        seen += 1
+        if d > limit or seen > MAX_HEADER_BRACKETS:
             return True
         stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
     return False

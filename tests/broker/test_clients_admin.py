@@ -98,8 +98,8 @@ def test_update_and_create_topic_and_get_all_topic_config(serve, broker, namesrv
     ext = {"topic": "CA_Created", "defaultTopic": "TBW102", "readQueueNums": "3", "writeQueueNums": "3",
            "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
     assert broker.request(17, ext).code == 0
-    assert broker.request(17, {**ext, "topic": "bad topic"}).code == 1
-    assert broker.request(17, {**ext, "topic": "SCHEDULE_TOPIC_XXXX"}).code == 1
+    assert broker.request(17, {**ext, "topic": "bad topic"}).code == 29  # INVALID_PARAMETER, as Java answers it
+    assert broker.request(17, {**ext, "topic": "SCHEDULE_TOPIC_XXXX"}).code == 29
     all_topics = TopicConfigSerializeWrapper.from_json_obj(fastjson.loads(broker.request(21).body))
     tc = all_topics.topicConfigTable["CA_Created"]
     assert (tc.readQueueNums, tc.writeQueueNums, tc.perm) == (3, 3, 6)
