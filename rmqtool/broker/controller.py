@@ -308,16 +308,17 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         try:
             r = fn(cmd, conn)
         except _MAPPED_ERRORS as e:
-            return _error_response(cmd, e)
+            return _error_response(cmd, e, conn)
         if r is None or isinstance(r, RemotingCommand):
             return r
-        return self._guard(cmd, r)
+        return self._guard(cmd, r, conn)
 
-    async def _guard(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:
+    async def _guard(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None],
+                     conn: Connection) -> RemotingCommand | None:
         try:
             return await pending
         except _MAPPED_ERRORS as e:
-            return _error_response(cmd, e)
+            return _error_response(cmd, e, conn)
 
     def on_close(self, conn: Connection) -> None:
         """A channel closed: it leaves every group (`doChannelCloseEvent`)."""
@@ -339,9 +340,11 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
 _MAPPED_ERRORS = (HeaderError, InvalidTopic, InvalidMessage, InvalidInput, StoreError)
 
 
-def _error_response(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
-    """The answer to a processor's error, as the Java broker's codes go."""
+def _error_response(cmd: RemotingCommand, e: Exception, conn: Connection | None = None) -> RemotingCommand:
+    """The answer to a processor's error, as the Java broker's codes go. A header that cannot be
+    decoded is a bad request: one WARNING line (Java logs "Failed field [..] decoding")."""
     if isinstance(e, HeaderError):
+        log.warning("bad request code %s from %s: %s", cmd.code, conn.peer if conn is not None else "?", e)
         code = ResponseCode.SYSTEM_ERROR
     elif isinstance(e, InvalidTopic):
         code = ResponseCode.TOPIC_NOT_EXIST
