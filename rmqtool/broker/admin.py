@@ -109,7 +109,7 @@ class AdminProcessor:
         INVALID_PARAMETER and `TopicValidator.validateTopic`'s remark (validateSystemTopicWhenUpdateTopic
         is on by default)."""
         from rmqtool.store.topics import TopicConfig
-        from rmqtool.validators import is_system_topic
+        from rmqtool.validators import is_system_topic, validate_topic_remark
 
         h = CreateTopicRequestHeader.from_ext(cmd.ext_fields)
         bad = validate_topic_remark(h.topic)
@@ -246,16 +246,3 @@ class AdminProcessor:
         }
         return cmd.response(body=fastjson.dumpb(KVTable(table)))
 
-
-def validate_topic_remark(topic: str) -> str | None:
-    """`TopicValidator.validateTopic` in Java's words (None: valid)."""
-    from rmqtool.layouts.constants import TOPIC_MAX_LENGTH
-    from rmqtool.validators import VALID_PATTERN, is_topic_or_group_illegal
-
-    if not topic.strip():
-        return "The specified topic is blank."
-    if is_topic_or_group_illegal(topic):
-        return f"The specified topic contains illegal characters, allowing only {VALID_PATTERN}"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return "The specified topic is longer than topic max length."
-    return None

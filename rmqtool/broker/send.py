@@ -25,7 +25,7 @@ from rmqtool.remoting.headers import (
     send_header_from_ext,
 )
 from rmqtool.remoting.transport import Connection
-from rmqtool.validators import check_topic
+from rmqtool.validators import validate_topic_remark
 
 PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
 V3_4_9 = 121  # maxReconsumeTimes in the header is honoured from this client version on
@@ -136,10 +136,9 @@ class SendProcessor:
 
     def _msg_check(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader) -> RemotingCommand | None:
         """`AbstractSendMessageProcessor.msgCheck`, answering with the Java broker's codes."""
-        try:
-            check_topic(h.topic)
-        except InvalidTopic as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
+        bad = validate_topic_remark(h.topic)
+        if bad is not None:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, remark=bad)
         if h.topic in NOT_ALLOWED_SEND_TOPICS:
             return cmd.response(ResponseCode.NO_PERMISSION,
                                 remark=f"Sending message to topic[{h.topic}] is forbidden.")

@@ -94,7 +94,7 @@ def test_batch_send_gives_consecutive_offsets_and_comma_joined_ids(serve, broker
 
 
 def test_send_checks_answer_javas_codes(serve, broker):
-    assert broker.request(310, send_ext("bad topic!", 0), b"x").code == 1
+    assert broker.request(310, send_ext("bad topic!", 0), b"x").code == 29  # INVALID_PARAMETER (Java: validateTopic)
     assert broker.request(310, send_ext("SCHEDULE_TOPIC_XXXX", 0), b"x").code == 16
     assert broker.request(310, send_ext("SP_Queue", 99), b"x").code == 1
     assert broker.request(310, send_ext("SP_Empty", 0), b"").code == 13

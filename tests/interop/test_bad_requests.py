@@ -134,3 +134,15 @@ def _raw(header: bytes) -> bytes:
 def test_undecodable_frames_close_the_connection(any_broker, frame):
     assert _exchange(any_broker.broker, frame) is None
     assert _ask(any_broker.broker, 30, {"topic": TOPIC, "queueId": "0"})[0] == 0  # and only that one
+
+
+@pytest.mark.parametrize("topic, answer", [
+    ("bad topic", (29, "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$")),
+    ("T" * 200, (29, "The specified topic is longer than topic max length.")),
+    ("SCHEDULE_TOPIC_XXXX", (16, "Sending message to topic[SCHEDULE_TOPIC_XXXX] is forbidden.")),
+    ("RMQ_SYS_TRANS_HALF_TOPIC", (16, "Sending message to topic[RMQ_SYS_TRANS_HALF_TOPIC] is forbidden.")),
+])
+def test_sends_to_invalid_or_forbidden_topics_answer_as_java(any_broker, topic, answer):
+    send = {"a": "bq_pg", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1700000000000", "h": "0",
+            "i": "", "j": "0", "k": "false", "m": "false"}
+    assert _ask(any_broker.broker, 310, send, b"x") == answer
