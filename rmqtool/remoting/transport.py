@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -36,6 +37,7 @@ from rmqtool.remoting.command import (
 )
 
 log = logging.getLogger("rmqtool.remoting")
+STALLED_FRAME_S = 120.0
 
 # A handler answers with a response, None (no answer), or an awaitable of either.
 HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
@@ -81,6 +83,7 @@ class Connection(asyncio.Protocol):
         self._frames = FrameReader(max_frame)
         self._budget = budget  # the server's cap on partial frames (none on client connections)
         self.reserved = 0  # bytes of the budget the frame being assembled holds
+        self.partial_progress = 0.0  # monotonic time the last bytes of a partial frame came
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._unstarted = 0  # handler tasks created but not yet run: later requests queue behind them
@@ -116,8 +119,12 @@ class Connection(asyncio.Protocol):
             return
         if self._budget is not None:
             need = self._frames.pending()
-            if need != self.reserved:
-                self._budget.hold(self, need, self.peer)
+            if need:
+                self.partial_progress = time.monotonic()
+                if need != self.reserved:
+                    self._budget.hold(self, need, self.peer)
+            elif self.reserved:
+                self._budget.hold(self, 0, self.peer)
         self._out = out = []
         try:
             for cmd in cmds:
@@ -159,6 +166,7 @@ class Connection(asyncio.Protocol):
                 t.pause_reading()
 
     def resume_reading(self) -> None:
+        self.partial_progress = time.monotonic()  # the wait for the budget is no stall of its own
         t = self.transport
         if t is not None and not t.is_closing():
             with contextlib.suppress(RuntimeError):
@@ -325,17 +333,34 @@ class RemotingServer:
     def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0,
                  max_frame: int = MAX_FRAME_LENGTH,
                  on_close: Callable[[Connection], None] | None = None,
-                 budget: FrameBudget | None = None) -> None:
+                 budget: FrameBudget | None = None, stalled_frame_s: float = STALLED_FRAME_S) -> None:
         self.handler, self.host, self.port, self.max_frame = handler, host, port, max_frame
         self.on_close = on_close
         self.budget = budget if budget is not None else FrameBudget()  # servers may share one
+        self.stalled_frame_s = stalled_frame_s
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
+        self._reaper: asyncio.Task | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        self._reaper = loop.create_task(self._reap_stalled())
+
+    async def _reap_stalled(self) -> None:
+        """Close connections whose partial frame got no byte for `stalled_frame_s` (120 s, Netty's
+        serverChannelMaxIdleTimeSeconds): a frame held open forever would keep its share of the
+        budget for partial frames from the others. Connections the budget made wait are not theirs
+        to blame and are left alone."""
+        period = max(0.05, min(5.0, self.stalled_frame_s / 4))
+        while True:
+            await asyncio.sleep(period)
+            cut = time.monotonic() - self.stalled_frame_s
+            for conn in [c for c in self.connections if c.reserved and 0 < c.partial_progress < cut]:
+                log.warning("closing %s: its %d-byte frame got no data for %g s", conn.peer, conn.reserved,
+                            self.stalled_frame_s)
+                conn.abort()
 
     def _new_connection(self) -> Connection:
         conn = Connection(self.handler, self.max_frame, on_lost=self._lost, budget=self.budget)
@@ -348,6 +373,8 @@ class RemotingServer:
             self.on_close(conn)
 
     async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
         if self._server:
             self._server.close()
         for c in list(self.connections):

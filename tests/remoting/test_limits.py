@@ -187,3 +187,33 @@ def test_server_pauses_a_connection_over_the_budget_and_serves_it_later():
         await server.close()
 
     asyncio.run(main())
+
+
+def test_a_partial_frame_that_stalls_is_closed_and_its_budget_given_back(caplog):
+    async def main():
+        async def handler(cmd, conn):
+            return cmd.response()
+
+        server = RemotingServer(handler, budget=FrameBudget(limit=1024 * 1024), stalled_frame_s=0.3)
+        await server.start()
+        r, w = await asyncio.open_connection("127.0.0.1", server.port)
+        w.write(struct.pack(">ii", 512 * 1024, 10) + b"x" * 1000)  # declares 512 KiB, sends 1 KB
+        await w.drain()
+        slow_r, slow_w = await asyncio.open_connection("127.0.0.1", server.port)
+        frame = RemotingCommand(34, {}, b"y" * 200_000, opaque=3).encode()
+        for i in range(0, len(frame), 20_000):  # a slow but steady sender is not stalled
+            slow_w.write(frame[i : i + 20_000])
+            await slow_w.drain()
+            await asyncio.sleep(0.1)
+        assert await asyncio.wait_for(r.read(), 3) == b""  # the stalled one was closed
+        hdr = await asyncio.wait_for(slow_r.readexactly(8), 3)
+        assert struct.unpack(">i", hdr[:4])[0] > 4
+        slow_w.close()
+        w.close()
+        await asyncio.sleep(0.1)
+        assert server.budget.used == 0
+        await server.close()
+
+    with caplog.at_level("WARNING", logger="rmqtool.remoting"):
+        asyncio.run(main())
+    assert any("got no data for 0.3 s" in r.getMessage() for r in caplog.records)
