@@ -153,7 +153,7 @@ def _decode_at(data: bytes, start: int, end: int) -> RemotingCommand:
     return cmd
 
 
-def _loads_header(header: bytes) -> object:
+def _loads_header(header: bytes) -> tuple[object, bool]:
     """Parse a JSON header: orjson when the result is plain, else json (the reference).
 
     orjson refuses some documents json accepts (NaN, lone surrogate escapes) and reads integers
@@ -171,7 +171,7 @@ def _loads_header(header: bytes) -> object:
         except orjson.JSONDecodeError:
             obj = None
         if obj is not None and _plain(obj):
-            return obj
+            return obj, True
     try:
         obj = json.loads(header.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -181,7 +181,7 @@ def _loads_header(header: bytes) -> object:
     if obj is None or _too_deep(obj, MAX_HEADER_DEPTH):
         raise FrameError(f"header nests deeper than {MAX_HEADER_DEPTH} levels or holds over "
                          f"{MAX_HEADER_BRACKETS} objects and arrays")
-    return obj
+    return obj, False
 
 
 def _too_deep(obj: object, limit: int) -> bool:
@@ -232,12 +232,14 @@ def _short(v: object) -> str:
 
 
 def _plain(obj: object) -> bool:
-    """A header as Java clients write it: int numbers, str language/remark, str extFields."""
+    """A header as Java clients write it: int32 numbers, str language/remark, str extFields,
+    nothing else nested: such a header is decoded as it is, without any further check."""
     if type(obj) is not dict:
         return False
     get = obj.get
     for k in ("code", "opaque", "flag", "version"):
-        if type(get(k, 0)) is not int:
+        v = get(k, 0)
+        if type(v) is not int or not -0x80000000 <= v <= 0x7FFFFFFF:
             return False
     remark = get("remark")
     if type(get("language", "")) is not str or (remark is not None and type(remark) is not str):
@@ -257,7 +259,11 @@ def _plain(obj: object) -> bool:
 
 
 def _decode_json_header(header: bytes) -> RemotingCommand:
-    obj = _loads_header(header)
+    obj, plain = _loads_header(header)
+    if plain:  # what every Java client sends: no coercion, no check left to make
+        get = obj.get  # type: ignore[union-attr]
+        return RemotingCommand(get("code", 0), get("extFields") or {}, b"", get("opaque", 0), get("flag", 0),
+                               get("remark"), get("language", "JAVA"), get("version", 0))
     if not isinstance(obj, dict):
         raise FrameError("header is not a JSON object")
     ext = obj.get("extFields") or {}
