@@ -17,7 +17,7 @@ from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.layouts.message import MessageExt
-from rmqtool.remoting.codes import ResponseCode
+from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RESPONSE_FLAG, RemotingCommand
 from rmqtool.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -95,6 +95,12 @@ class SendProcessor:
         err = self._msg_check(cmd, h)
         if err is not None:
             return err
+        max_size = self.config.max_message_size
+        if len(cmd.body) > max_size and not h.batch and cmd.code != RequestCode.SEND_BATCH_MESSAGE:
+            # CommitLog's encoder refuses it; batches are checked per message
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, remark=(
+                f"the message is illegal, maybe msg body or properties length not matched. msg body length "
+                f"limit {max_size}B, msg properties length limit 32KB."))  # handlePutMessageResult's words
         tc = self.local.topics.select(h.topic)
         queue_nums = max(tc.write_queue_nums, tc.read_queue_nums)
         queue_id = h.queueId

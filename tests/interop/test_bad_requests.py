@@ -146,3 +146,11 @@ def test_sends_to_invalid_or_forbidden_topics_answer_as_java(any_broker, topic, 
     send = {"a": "bq_pg", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1700000000000", "h": "0",
             "i": "", "j": "0", "k": "false", "m": "false"}
     assert _ask(any_broker.broker, 310, send, b"x") == answer
+
+
+def test_a_body_over_max_message_size_is_message_illegal(prepared):
+    send = {"a": "bq_pg", "b": TOPIC, "c": "TBW102", "d": "4", "e": "0", "f": "0", "g": "1700000000000", "h": "0",
+            "i": "", "j": "0", "k": "false", "m": "false"}
+    assert _ask(prepared.broker, 310, send, b"x" * (4 * 1024 * 1024 + 1)) == (13, (
+        "the message is illegal, maybe msg body or properties length not matched. msg body length limit "
+        "4194304B, msg properties length limit 32KB."))  # maxMessageSize is 4 MiB on both
