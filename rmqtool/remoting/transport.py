@@ -12,6 +12,10 @@ synchronously, which saves a task, a stream reader wake-up and a drain per reque
 the order in which requests of one connection start, a request that arrives while an earlier
 one of the same connection waits for its task to start is queued behind it in a task too.
 Responses produced while one read chunk is being processed go out in one write.
+
+A server's connections hold partial frames against one `FrameBudget` (budget.py): a connection
+whose frame does not fit stops reading until it does, and one whose partial frame gets no byte
+for 120 s is closed. A malformed frame, a handler bug: one WARNING line each, never a traceback.
 """
 
 from __future__ import annotations
