@@ -174,8 +174,8 @@ def _loads_header(header: bytes) -> tuple[object, bool]:
             return obj, True
     try:
         obj = json.loads(header.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise FrameError(f"header is not JSON: {e}") from None
+    except ValueError as e:  # not UTF-8, not JSON, or an integer past Python's 4,300 digits
+        raise FrameError(f"header is not JSON: {_short_text(str(e))}") from None
     except RecursionError:
         obj = None
     if obj is None or _too_deep(obj, MAX_HEADER_DEPTH):
@@ -221,6 +221,10 @@ def _int32(obj: dict, key: str, default: int) -> int:
     if not INT32_MIN <= n <= INT32_MAX:
         raise FrameError(f"header field {key} is outside int32: {_short(n)}")
     return n
+
+
+def _short_text(text: str) -> str:
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _short(v: object) -> str:

@@ -115,8 +115,9 @@ class Connection(asyncio.Protocol):
             return
         try:
             cmds = self._frames.feed(data)
-        except FrameError as e:
-            log.warning("closing %s: malformed frame: %s", self.peer, e)
+        except Exception as e:  # FrameError; anything else is a decoder bug, closed the same way
+            what = e if isinstance(e, FrameError) else f"{e.__class__.__name__}: {str(e)[:200]}"
+            log.warning("closing %s: malformed frame: %s", self.peer, what)
             self._broken = True
             self._frames.clear()
             self._close_now()

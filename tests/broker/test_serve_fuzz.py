@@ -26,7 +26,8 @@ CODES = [10, 11, 12, 14, 15, 17, 21, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38,
          202, 203, 206, 208, 310, 320, 0, 1, -1, 9999]
 # what Java's int fields must never see: non-finite, non-integral, past int32 / int64, not numbers
 ODD_NUMBERS = [b"Infinity", b"-Infinity", b"NaN", b"1e999", b"-1e999", b"1.5", b"2147483648", b"-2147483649",
-               b"1099511627776", b"99999999999999999999999999", b'"x"', b"true", b"null", b"[]", b"{}", b'"1e3"']
+               b"1099511627776", b"99999999999999999999999999", b'"x"', b"true", b"null", b"[]", b"{}", b'"1e3"',
+               b"1" * 5000, b"-0", b"1e-999", b"0.0000001"]
 ODD_TEXT = ["Infinity", "NaN", "1e999", "1.5", "2147483648", "-2147483649", "9223372036854775808", "-1", "",
             " 7 ", "0x10", "9" * 400, "1_000", "\u0000"]
 def _seed_frames() -> list[tuple[dict, bytes]]:
@@ -128,6 +129,7 @@ def _hostile(rng: random.Random) -> bytes:
         return _raw_frame(re.sub(rb'"%s":[^,}]+' % field, b'"%s":%s' % (field, rng.choice(ODD_NUMBERS)), hdr))
     if kind == 2:  # extFields values of every JSON type
         vals = [b"1", b"-0.0", b"1e999", b"123456789012345678901234567890", b"true", b"null", b'{"a":[1,{}]}',
+                b"9" * 4301,
                 b"[1,2]", b'"\\ud800"', b"1.5"]
         ext = b",".join(b'"%s":%s' % (k, rng.choice(vals)) for k in (b"topic", b"queueId", b"a", b"b", b"e", b"h"))
         return _raw_frame(b'{"code":%d,"opaque":3,"flag":0,"extFields":{%s}}' % (rng.choice([30, 310, 15, 11]), ext))

@@ -46,6 +46,10 @@ def _json_frame(header: bytes, body: bytes = b"") -> bytes:
     (b'[' * 100_000 + b']' * 100_000, "nests deeper"),
     (b'{"extFields":' + b'{"a":' * 5000 + b'1' + b'}' * 5001, "nests deeper"),
     (b'{"code":10,"x":' + b'[' * (MAX_HEADER_DEPTH + 1) + b']' * (MAX_HEADER_DEPTH + 1) + b'}', "nests deeper"),
+    (b'{"code":10,"extFields":{"a":1' + b'1' * 5000 + b'}}', "not JSON"),  # past Python's 4,300 digits
+    (b'{"code":1' + b'0' * 5000 + b'}', "not JSON"),
+    (b'{"code":10,"x":' + b'[],' * 1100 + b'1}', "not JSON"),
+    (b'{"code":10,"x":[' + b'[],' * 1100 + b'1]}', "holds over"),
 ])
 def test_headers_outside_the_limits_are_frame_errors(header, why):
     with pytest.raises(FrameError, match=why):
