@@ -8,7 +8,7 @@ change and interrupts a notification round still going when the next change come
 keeps only the latest member list per group and sends every 15 s. Here a change notifies at once
 when the group was quiet for a window, and changes inside a window are gathered into one round
 at its end, sent to the members of that moment: each member hears at most one notification per
-`window` seconds per group, and always one after the last change. The window is short (0.5 s)
+`window` seconds per group, and always one after the last change. The window is short (0.3 s)
 in the real-time mode and 15 s with `realTimeNotifyConsumerChange=false`.
 """
 
@@ -26,7 +26,7 @@ from rmqtool.remoting.transport import Connection
 
 log = logging.getLogger("rmqtool.broker")
 
-REAL_TIME_WINDOW_S = 0.5
+REAL_TIME_WINDOW_S = 0.3
 CACHED_WINDOW_S = 15.0  # DefaultConsumerIdsChangeListener's schedule (every 15 s)
 
 

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from rmqtool.broker.notify import REAL_TIME_WINDOW_S
 from rmqtool.remoting.budget import DEFAULT_TOTAL_LIMIT
 from rmqtool.remoting.command import MAX_FRAME_LENGTH, RemotingCommand, decode_frame
 from tests.broker.conftest import ServeProcess, Wire, heartbeat_body, pull_ext, send_ext, sub_data
@@ -159,7 +160,7 @@ def test_500_consumers_joining_a_group_get_coalesced_notifications(limits_serve)
 
     counts, joined = asyncio.run(join())
     total = sum(counts)
-    rounds = joined / 0.5 + 2  # one round per 0.5 s window, plus the first and the last
+    rounds = joined / REAL_TIME_WINDOW_S + 2  # one round per window, plus the first and the last
     assert total <= members * rounds, f"{total} notifications for {members} joins in {joined:.1f} s"
     assert total < members * (members + 1) // 20  # not the N^2 of one notification per join
     late = counts[-50:]
