@@ -154,3 +154,21 @@ def test_a_body_over_max_message_size_is_message_illegal(prepared):
     assert _ask(prepared.broker, 310, send, b"x" * (4 * 1024 * 1024 + 1)) == (13, (
         "the message is illegal, maybe msg body or properties length not matched. msg body length limit "
         "4194304B, msg properties length limit 32KB."))  # maxMessageSize is 4 MiB on both
+
+
+@pytest.mark.parametrize("code, ext", [
+    (310, {"a": "bq_pg", "b": TOPIC, "c": "TBW102", "d": "4", "f": "0", "g": "1700000000000", "h": "0"}),  # no e
+    (310, {"a": "bq_pg", "b": TOPIC, "c": "TBW102", "d": "4", "e": "x", "f": "0", "g": "1700000000000", "h": "0"}),
+    (11, {"consumerGroup": GROUP, "topic": TOPIC, "queueOffset": "0", "maxMsgNums": "1", "sysFlag": "4",
+          "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0", "subscription": "*"}),  # no queueId
+], ids=["send-no-queue", "send-queue-nan", "pull-no-queue"])
+def test_a_header_missing_a_required_field_is_system_error(prepared, code, ext):
+    """Java answers SYSTEM_ERROR with the exception it ran into (`NullPointerException: Cannot invoke
+    "java.lang.Integer.intValue()" ...`, `NumberFormatException: For input string: "x"`); rmqtool
+    answers the same code and names the field instead."""
+    got, remark = _ask(prepared.broker, code, ext, b"x")
+    assert got == 1, remark
+    if prepared.kind == "rmqtool":
+        assert remark.startswith("the custom field <queueId> is "), remark
+    else:
+        assert remark.startswith(("java.lang.NullPointerException", "java.lang.NumberFormatException")), remark
