@@ -73,6 +73,18 @@ def check_topic(topic: str | None) -> None:
         raise InvalidTopic(f"the specified topic is {len(topic)} characters long, longer than the max {limit}")
 
 
+def validate_topic_remark(topic: str) -> str | None:
+    """`TopicValidator.validateTopic` in Java's words, for the broker's INVALID_PARAMETER answers
+    (None: valid). The length limit is `check_topic`'s (255 for retry and dead-letter topics)."""
+    if not topic.strip():
+        return "The specified topic is blank."
+    if is_topic_or_group_illegal(topic):
+        return f"The specified topic contains illegal characters, allowing only {VALID_PATTERN}"
+    if len(topic) > (RETRY_DLQ_TOPIC_MAX_LENGTH if is_retry_or_dlq(topic) else TOPIC_MAX_LENGTH):
+        return "The specified topic is longer than topic max length."
+    return None
+
+
 def check_send_topic(topic: str | None, *, strict: bool = True) -> None:
     """`checkTopic` + `isNotAllowedSendTopic`: what a producer may send to.
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rmqtool.errors import InvalidTopic
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import Connection as ConnectionBody
 from rmqtool.remoting.bodies import (
@@ -106,16 +105,19 @@ class AdminProcessor:
         return cmd.response(ext_fields=ext, body=b"".join(records))
 
     async def process_update_and_create_topic(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """`AdminBrokerProcessor.updateAndCreateTopic`: an invalid or system topic is refused with
+        INVALID_PARAMETER and `TopicValidator.validateTopic`'s remark (validateSystemTopicWhenUpdateTopic
+        is on by default)."""
         from rmqtool.store.topics import TopicConfig
-        from rmqtool.validators import check_topic
+        from rmqtool.validators import is_system_topic, validate_topic_remark
 
         h = CreateTopicRequestHeader.from_ext(cmd.ext_fields)
-        try:
-            check_topic(h.topic)
-        except InvalidTopic as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
-        if h.topic in getattr(self.local.topics, "system_topic_names", ()) or h.topic == self.cluster_name:
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
+        bad = validate_topic_remark(h.topic)
+        if bad is not None:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, remark=bad)
+        if is_system_topic(h.topic) or h.topic in getattr(self.local.topics, "system_topic_names", ()) or \
+                h.topic == self.cluster_name:
+            return cmd.response(ResponseCode.INVALID_PARAMETER,
                                 remark=f"The topic[{h.topic}] is conflict with system topic.")
         if h.readQueueNums < 0 or h.writeQueueNums < 0:
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark="queue numbers must not be negative")
@@ -243,3 +245,4 @@ class AdminProcessor:
             "now": str(int(time.time() * 1000)),
         }
         return cmd.response(body=fastjson.dumpb(KVTable(table)))
+

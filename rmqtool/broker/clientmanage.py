@@ -13,6 +13,7 @@ from typing import Any
 
 from rmqtool.broker.clients import ClientChannelInfo
 from rmqtool.broker.sql92 import SelectorError, compile_selector
+from rmqtool.errors import InvalidInput
 from rmqtool.layouts.constants import RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import (
@@ -22,11 +23,10 @@ from rmqtool.remoting.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
 )
-from rmqtool.remoting.codes import RequestCode, ResponseCode
+from rmqtool.remoting.codes import ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import (
     GetConsumerListByGroupRequestHeader,
-    NotifyConsumerIdsChangedRequestHeader,
     OffsetResponseHeader,
     QueryConsumerOffsetRequestHeader,
     UnregisterClientRequestHeader,
@@ -43,6 +43,15 @@ def _bad_body(cmd: RemotingCommand, what: str, e: Exception) -> RemotingCommand:
 
 
 class ClientManageProcessor:
+    def group_config(self: Any, group: str) -> Any:
+        """`SubscriptionGroupManager.findSubscriptionGroupConfig`: the group's config, auto-created
+        when allowed, None for a name Java never creates (illegal characters, too long), where the
+        store's `find` raises: a pull, send-back or commit then gets SUBSCRIPTION_GROUP_NOT_EXIST."""
+        try:
+            return self.local.subscriptions.find(group)
+        except InvalidInput:
+            return None
+
     async def process_heartbeat(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
             hb = HeartbeatData.decode(cmd.body)
@@ -55,7 +64,7 @@ class ClientManageProcessor:
         for cd in hb.consumerDataSet:
             if not cd.groupName:
                 continue
-            cfg = self.local.subscriptions.find(cd.groupName)
+            cfg = self.group_config(cd.groupName)
             if cfg is not None and cd.messageModel != "BROADCASTING":
                 retry = RETRY_GROUP_TOPIC_PREFIX + cd.groupName
                 if self.local.topics.select(retry) is None:
@@ -75,11 +84,9 @@ class ClientManageProcessor:
         return cmd.response()
 
     def notify_consumer_ids_changed(self: Any, group: str) -> None:
-        """Oneway NOTIFY_CONSUMER_IDS_CHANGED to every channel of the group (fast rebalance)."""
-        ext = NotifyConsumerIdsChangedRequestHeader(group).to_ext()
-        for conn in self.clients.consumer_channels(group):
-            if not conn.closed.is_set():
-                self.spawn(conn.oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext)))
+        """Oneway NOTIFY_CONSUMER_IDS_CHANGED to every channel of the group (fast rebalance),
+        coalesced per group by the notifier (notify.py)."""
+        self.notifier.changed(group)
 
     async def process_unregister_client(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = UnregisterClientRequestHeader.from_ext(cmd.ext_fields)
@@ -110,10 +117,32 @@ class ClientManageProcessor:
                             remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 
     async def process_update_consumer_offset(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """`ConsumerManageProcessor.updateConsumerOffset`: the group must exist (it is not created
+        here; a heartbeat or pull creates it), then the topic, then queueId and commitOffset must
+        be numbers; each with Java's code and remark. Beyond Java, which stores whatever passes
+        those, the queue must be one of the topic's and the offset within 0..its max offset (the
+        next offset to be written): a client only ever commits what it pulled, and anything else
+        would be persisted into consumerOffset.json as a stray that `verify` reports."""
         h = UpdateConsumerOffsetRequestHeader.from_ext(cmd.ext_fields)
-        if self.local.topics.select(h.topic) is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"Topic {h.topic} not exist!")
-        self.local.offsets.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        topic, group, qid, offset = h.topic, h.consumerGroup, h.queueId, h.commitOffset
+        if group not in self.local.subscriptions.table:
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=f"Group {group} not exist!")
+        tc = self.local.topics.select(topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"Topic {topic} not exist!")
+        if qid is None:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, remark=f"QueueId is null, topic is {topic}")
+        if offset is None:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, remark=f"Offset is null, topic is {topic}")
+        queues = max(tc.read_queue_nums, tc.write_queue_nums)
+        if not 0 <= qid < queues:
+            return cmd.response(ResponseCode.INVALID_PARAMETER,
+                                remark=f"QueueId {qid} is illegal, topic {topic} has {queues} queues")
+        max_off = await self.run(self.store.get_max_offset_in_queue, topic, qid) if offset else 0
+        if not 0 <= offset <= max_off:
+            return cmd.response(ResponseCode.INVALID_PARAMETER,
+                                remark=f"Offset {offset} is illegal, queue {qid} of topic {topic} ends at {max_off}")
+        self.local.offsets.commit_offset(group, topic, qid, offset)
         return cmd.response()
 
     async def process_lock_batch(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

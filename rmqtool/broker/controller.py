@@ -24,6 +24,7 @@ from rmqtool.broker.clients import ClientManager
 from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
+from rmqtool.broker.notify import CACHED_WINDOW_S, REAL_TIME_WINDOW_S, ConsumerIdsChangeNotifier
 from rmqtool.broker.pull import PullProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
 from rmqtool.broker.send import SendProcessor
@@ -80,6 +81,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.region_id = extra.get("regionId", "DefaultRegion")
         self.trace_on = extra.get("traceOn", "true")
         self.clients = ClientManager(self.clock)
+        self.notifier = ConsumerIdsChangeNotifier(self.clients.consumer_channels, self.spawn, CACHED_WINDOW_S if not
+                                                  _flag(extra, "realTimeNotifyConsumerChange", True) else REAL_TIME_WINDOW_S)
         self.locks = RebalanceLockManager(self.clock)
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rmqtool-store")
         # With async flush a put is a memory copy into the mapped file: running it on the loop thread
@@ -167,6 +170,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         if self.registrar is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self.registrar.unregister_all(), 10)
+        self.notifier.close()
         if self.hold is not None:
             self.hold.wake_all()
         for svc in getattr(self.local, "services", []):
@@ -304,16 +308,17 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         try:
             r = fn(cmd, conn)
         except _MAPPED_ERRORS as e:
-            return _error_response(cmd, e)
+            return _error_response(cmd, e, conn)
         if r is None or isinstance(r, RemotingCommand):
             return r
-        return self._guard(cmd, r)
+        return self._guard(cmd, r, conn)
 
-    async def _guard(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:
+    async def _guard(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None],
+                     conn: Connection) -> RemotingCommand | None:
         try:
             return await pending
         except _MAPPED_ERRORS as e:
-            return _error_response(cmd, e)
+            return _error_response(cmd, e, conn)
 
     def on_close(self, conn: Connection) -> None:
         """A channel closed: it leaves every group (`doChannelCloseEvent`)."""
@@ -335,9 +340,11 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
 _MAPPED_ERRORS = (HeaderError, InvalidTopic, InvalidMessage, InvalidInput, StoreError)
 
 
-def _error_response(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
-    """The answer to a processor's error, as the Java broker's codes go."""
+def _error_response(cmd: RemotingCommand, e: Exception, conn: Connection | None = None) -> RemotingCommand:
+    """The answer to a processor's error, as the Java broker's codes go. A header that cannot be
+    decoded is a bad request: one WARNING line (Java logs "Failed field [..] decoding")."""
     if isinstance(e, HeaderError):
+        log.warning("bad request code %s from %s: %s", cmd.code, conn.peer if conn is not None else "?", e)
         code = ResponseCode.SYSTEM_ERROR
     elif isinstance(e, InvalidTopic):
         code = ResponseCode.TOPIC_NOT_EXIST

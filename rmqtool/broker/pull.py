@@ -51,7 +51,7 @@ class PullProcessor:
         """A pull: the response now when the first read answers it, else an awaitable of it
         (store calls on the pool, or a long-polling hold)."""
         h = PullMessageRequestHeader.from_ext(cmd.ext_fields)
-        group_cfg = self.local.subscriptions.find(h.consumerGroup)
+        group_cfg = self.group_config(h.consumerGroup)
         if group_cfg is None:
             return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                 remark=f"subscription group [{h.consumerGroup}] does not exist")

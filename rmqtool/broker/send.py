@@ -17,7 +17,7 @@ from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.layouts.message import MessageExt
-from rmqtool.remoting.codes import ResponseCode
+from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RESPONSE_FLAG, RemotingCommand
 from rmqtool.remoting.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -25,7 +25,7 @@ from rmqtool.remoting.headers import (
     send_header_from_ext,
 )
 from rmqtool.remoting.transport import Connection
-from rmqtool.validators import check_topic
+from rmqtool.validators import validate_topic_remark
 
 PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
 V3_4_9 = 121  # maxReconsumeTimes in the header is honoured from this client version on
@@ -95,6 +95,12 @@ class SendProcessor:
         err = self._msg_check(cmd, h)
         if err is not None:
             return err
+        max_size = self.config.max_message_size
+        if len(cmd.body) > max_size and not h.batch and cmd.code != RequestCode.SEND_BATCH_MESSAGE:
+            # CommitLog's encoder refuses it; batches are checked per message
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, remark=(
+                f"the message is illegal, maybe msg body or properties length not matched. msg body length "
+                f"limit {max_size}B, msg properties length limit 32KB."))  # handlePutMessageResult's words
         tc = self.local.topics.select(h.topic)
         queue_nums = max(tc.write_queue_nums, tc.read_queue_nums)
         queue_id = h.queueId
@@ -108,7 +114,7 @@ class SendProcessor:
         reconsume = h.reconsumeTimes or 0
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
-            sub = self.local.subscriptions.find(group)
+            sub = self.group_config(group)
             if sub is None:
                 return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                     remark=f"subscription group not exist, {group}")
@@ -136,10 +142,9 @@ class SendProcessor:
 
     def _msg_check(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader) -> RemotingCommand | None:
         """`AbstractSendMessageProcessor.msgCheck`, answering with the Java broker's codes."""
-        try:
-            check_topic(h.topic)
-        except InvalidTopic as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
+        bad = validate_topic_remark(h.topic)
+        if bad is not None:
+            return cmd.response(ResponseCode.INVALID_PARAMETER, remark=bad)
         if h.topic in NOT_ALLOWED_SEND_TOPICS:
             return cmd.response(ResponseCode.NO_PERMISSION,
                                 remark=f"Sending message to topic[{h.topic}] is forbidden.")
@@ -208,7 +213,7 @@ class SendProcessor:
     async def process_send_back(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """`consumerSendMsgBack`: LocalBroker re-stores the message on %RETRY% (or %DLQ%)."""
         h = ConsumerSendMsgBackRequestHeader.from_ext(cmd.ext_fields)
-        sub = self.local.subscriptions.find(h.group)
+        sub = self.group_config(h.group)
         if sub is None:
             return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                 remark=f"subscription group not exist, {h.group}")

@@ -19,6 +19,7 @@ from typing import Any
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.errors import InvalidInput
 from rmqtool.layouts.net import Host
+from rmqtool.remoting.budget import FrameBudget
 from rmqtool.remoting.codes import ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import Connection, RemotingServer
@@ -119,9 +120,11 @@ class Serve:
         from rmqtool.store.local import LocalBroker
 
         cfg = self.config
+        budget = FrameBudget()  # one cap on partial frames for all three listeners of the process
         ns = RemotingServer(self._ns_handler, self.listen_host, self.opts.namesrv_port,
-                            on_close=self.routes.on_channel_destroy)
-        broker = RemotingServer(self._broker_handler, self.listen_host, cfg.listen_port, on_close=self._broker_closed)
+                            on_close=self.routes.on_channel_destroy, budget=budget)
+        broker = RemotingServer(self._broker_handler, self.listen_host, cfg.listen_port, on_close=self._broker_closed,
+                                budget=budget)
         try:
             await ns.start()
             self.servers.append(ns)
@@ -135,7 +138,7 @@ class Serve:
         vip_port: int | None = None
         if broker.port - 2 > 0:
             vip = RemotingServer(self._broker_handler, self.listen_host, broker.port - 2,
-                                 on_close=self._broker_closed)
+                                 on_close=self._broker_closed, budget=budget)
             try:
                 await vip.start()
                 self.servers.append(vip)

@@ -10,6 +10,7 @@ answer SYSTEM_ERROR). Encoding writes every non-None field as a string, as Java 
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass
 from functools import cache
@@ -26,12 +27,31 @@ def _parse_bool(v: str) -> bool:
     return v.strip().lower() == "true"  # Boolean.parseBoolean: "1" is false, as in Java
 
 
+# Header fields Java declares `Long`; every other int field is an `Integer` (int32). A value
+# outside its Java type fails `Integer.parseInt` / `Long.parseLong` there, so it does here too,
+# before any of it reaches a struct (queueId, flag, sysFlag are packed as int32 into records).
+LONG_FIELDS = frozenset({
+    "brokerId", "epoch", "maxOffset", "minOffset", "confirmOffset", "heartbeatTimeoutMills",
+    "heartbeatTimeoutMillis", "bornTimestamp", "storeTimestamp", "queueOffset", "commitOffset",
+    "suspendTimeoutMillis", "subVersion", "nextBeginOffset", "offset", "timestamp", "beginTimestamp",
+    "endTimestamp", "indexLastUpdateTimestamp", "indexLastUpdatePhyoffset", "tranStateTableOffset",
+    "commitLogOffset",
+})
+INT32_RANGE = (-(2**31), 2**31 - 1)
+INT64_RANGE = (-(2**63), 2**63 - 1)
+
+
 def _parse_int(v: str) -> int:
     v = v.strip()
+    if len(v) > 40:  # no int64 is that long: int() of a 16 MiB digit string costs seconds
+        raise ValueError("too long for a number")
     try:
         return int(v)
     except ValueError:
-        return int(float(v))  # JSON numbers such as 4.0 from JavaScript
+        f = float(v)  # JSON numbers such as 4.0 from JavaScript
+        if not (math.isfinite(f) and f.is_integer()):
+            raise ValueError(f"not an integer: {v!r}") from None
+        return int(f)
 
 
 @cache
@@ -47,7 +67,7 @@ def _fields(cls: type) -> list[tuple[str, type, bool]]:
     return out
 
 
-_STR, _INT, _BOOL = 0, 1, 2
+_STR, _INT, _BOOL, _LONG = 0, 1, 2, 3
 Plan = tuple[tuple[str | None, str, int, bool], ...]  # (extFields key, field name, kind, required)
 
 
@@ -58,7 +78,7 @@ def _plan(cls: type, keys: tuple[tuple[str, str], ...] | None = None) -> Plan:
     letter = {name: key for key, name in keys} if keys else {}
     out = []
     for name, typ, required in _fields(cls):
-        kind = _BOOL if typ is bool else _INT if typ is int else _STR
+        kind = _BOOL if typ is bool else (_LONG if name in LONG_FIELDS else _INT) if typ is int else _STR
         # with `keys`, a field that has no letter is never read (None is no extFields key)
         out.append((letter.get(name) if keys else name, name, kind, required))
     return tuple(out)
@@ -75,18 +95,31 @@ def _decode(cls: type[T], ext: dict[str, str], plan: Plan) -> T:
             continue
         if kind == _STR:
             kw[name] = raw
-        elif kind == _INT:
+        elif kind == _BOOL:
+            kw[name] = _parse_bool(raw)
+        else:
             try:
-                kw[name] = int(raw)  # int() strips whitespace itself: the common case, no copy
+                n = int(raw) if len(raw) < 24 else _parse_int(raw)  # int() strips whitespace itself
             except ValueError:
                 try:
-                    kw[name] = _parse_int(raw)
+                    n = _parse_int(raw)
                 except ValueError:
                     if required:
-                        raise HeaderError(f"the custom field <{name}> is not a number: {raw!r}") from None
-        else:
-            kw[name] = _parse_bool(raw)
+                        raise HeaderError(f"the custom field <{name}> is not a number: {_clip(raw)}") from None
+                    continue
+            lo, hi = INT64_RANGE if kind == _LONG else INT32_RANGE
+            if not lo <= n <= hi:
+                if required:
+                    raise HeaderError(f"the custom field <{name}> is out of the range of a Java "
+                                      f"{'long' if kind == _LONG else 'int'}: {_clip(raw)}")
+                continue
+            kw[name] = n
     return cls(**kw)
+
+
+def _clip(raw: str) -> str:
+    r = repr(raw)
+    return r if len(r) <= 40 else r[:37] + "..."
 
 
 @dataclass
@@ -292,10 +325,14 @@ class QueryConsumerOffsetRequestHeader(Header):
 
 @dataclass
 class UpdateConsumerOffsetRequestHeader(Header):
+    """UPDATE_CONSUMER_OFFSET (15). Java decodes an unparsable queueId / commitOffset to null
+    (`decodeCommandCustomHeaderDirectly` logs and goes on) and the processor then answers
+    INVALID_PARAMETER, so they are optional here and checked by the processor."""
+
     consumerGroup: str
     topic: str
-    queueId: int
-    commitOffset: int
+    queueId: int | None = None
+    commitOffset: int | None = None
 
 
 @dataclass

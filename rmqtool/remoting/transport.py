@@ -12,6 +12,10 @@ synchronously, which saves a task, a stream reader wake-up and a drain per reque
 the order in which requests of one connection start, a request that arrives while an earlier
 one of the same connection waits for its task to start is queued behind it in a task too.
 Responses produced while one read chunk is being processed go out in one write.
+
+A server's connections hold partial frames against one `FrameBudget` (budget.py): a connection
+whose frame does not fit stops reading until it does, and one whose partial frame gets no byte
+for 120 s is closed. A malformed frame, a handler bug: one WARNING line each, never a traceback.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rmqtool.errors import RemotingError
 from rmqtool.layouts.net import Host
+from rmqtool.remoting.budget import FrameBudget
 from rmqtool.remoting.codes import ResponseCode
 from rmqtool.remoting.command import (
     MAX_FRAME_LENGTH,
@@ -35,6 +41,7 @@ from rmqtool.remoting.command import (
 )
 
 log = logging.getLogger("rmqtool.remoting")
+STALLED_FRAME_S = 120.0
 
 # A handler answers with a response, None (no answer), or an awaitable of either.
 HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
@@ -73,11 +80,14 @@ class Connection(asyncio.Protocol):
     """One remoting channel: request/response matching, oneway sends, incoming requests."""
 
     def __init__(self, handler: Handler | None = None, max_frame: int = MAX_FRAME_LENGTH,
-                 on_lost: Callable[[Connection], None] | None = None) -> None:
+                 on_lost: Callable[[Connection], None] | None = None, budget: FrameBudget | None = None) -> None:
         self.handler = handler
         self.transport: asyncio.Transport | None = None
         self.writer = _Writer(self)
         self._frames = FrameReader(max_frame)
+        self._budget = budget  # the server's cap on partial frames (none on client connections)
+        self.reserved = 0  # bytes of the budget the frame being assembled holds
+        self.partial_progress = 0.0  # monotonic time the last bytes of a partial frame came
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._unstarted = 0  # handler tasks created but not yet run: later requests queue behind them
@@ -105,11 +115,21 @@ class Connection(asyncio.Protocol):
             return
         try:
             cmds = self._frames.feed(data)
-        except FrameError as e:
-            log.warning("closing %s: malformed frame: %s", self.peer, e)
+        except Exception as e:  # FrameError; anything else is a decoder bug, closed the same way
+            what = e if isinstance(e, FrameError) else f"{e.__class__.__name__}: {str(e)[:200]}"
+            log.warning("closing %s: malformed frame: %s", self.peer, what)
             self._broken = True
+            self._frames.clear()
             self._close_now()
             return
+        if self._budget is not None:
+            need = self._frames.pending()
+            if need:
+                self.partial_progress = time.monotonic()
+                if need != self.reserved:
+                    self._budget.hold(self, need, self.peer)
+            elif self.reserved:
+                self._budget.hold(self, 0, self.peer)
         self._out = out = []
         try:
             for cmd in cmds:
@@ -129,6 +149,9 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._shutdown()
+        self._frames.clear()
+        if self._budget is not None:
+            self._budget.drop(self)
         for w in self._drain_waiters:
             if not w.done():
                 w.set_exception(ConnectionResetError("connection lost"))
@@ -139,6 +162,20 @@ class Connection(asyncio.Protocol):
                 cb(self)
             except Exception:
                 log.exception("connection close callback failed")
+
+    def pause_reading(self) -> None:
+        """The budget for partial frames is spent: stop reading until it admits us again."""
+        t = self.transport
+        if t is not None and not t.is_closing():
+            with contextlib.suppress(RuntimeError):
+                t.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.partial_progress = time.monotonic()  # the wait for the budget is no stall of its own
+        t = self.transport
+        if t is not None and not t.is_closing():
+            with contextlib.suppress(RuntimeError):
+                t.resume_reading()
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -210,10 +247,21 @@ class Connection(asyncio.Protocol):
                 resp = self._handler_failed(cmd, e)
         self._answer(cmd, resp)
 
-    @staticmethod
-    def _handler_failed(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
-        log.exception("handler failed for code %s", cmd.code, exc_info=e)
-        return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"{e.__class__.__name__}: {e}")
+    def _handler_failed(self, cmd: RemotingCommand, e: Exception) -> RemotingCommand:
+        """A handler bug: SYSTEM_ERROR with the exception, as NettyRemotingAbstract answers it
+        (`UtilAll.exceptionSimpleDesc`), and one WARNING line naming where it was raised; the
+        traceback goes to DEBUG, so hostile input cannot fill the log with them."""
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb is not None else "?"
+        desc = str(e)
+        if len(desc) > 200:
+            desc = desc[:197] + "..."
+        log.warning("request code %s from %s failed: %s: %s (at %s)", cmd.code, self.peer, e.__class__.__name__,
+                    desc, where)
+        log.debug("request code %s failed", cmd.code, exc_info=e)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"{e.__class__.__name__}: {desc}")
 
     def _answer(self, cmd: RemotingCommand, resp: RemotingCommand | None) -> None:
         if resp is None or cmd.flag & ONEWAY_FLAG:
@@ -289,19 +337,38 @@ class RemotingServer:
 
     def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0,
                  max_frame: int = MAX_FRAME_LENGTH,
-                 on_close: Callable[[Connection], None] | None = None) -> None:
+                 on_close: Callable[[Connection], None] | None = None,
+                 budget: FrameBudget | None = None, stalled_frame_s: float = STALLED_FRAME_S) -> None:
         self.handler, self.host, self.port, self.max_frame = handler, host, port, max_frame
         self.on_close = on_close
+        self.budget = budget if budget is not None else FrameBudget()  # servers may share one
+        self.stalled_frame_s = stalled_frame_s
         self.connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
+        self._reaper: asyncio.Task | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(self._new_connection, self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        self._reaper = loop.create_task(self._reap_stalled())
+
+    async def _reap_stalled(self) -> None:
+        """Close connections whose partial frame got no byte for `stalled_frame_s` (120 s, Netty's
+        serverChannelMaxIdleTimeSeconds): a frame held open forever would keep its share of the
+        budget for partial frames from the others. Connections the budget made wait are not theirs
+        to blame and are left alone."""
+        period = max(0.05, min(5.0, self.stalled_frame_s / 4))
+        while True:
+            await asyncio.sleep(period)
+            cut = time.monotonic() - self.stalled_frame_s
+            for conn in [c for c in self.connections if c.reserved and 0 < c.partial_progress < cut]:
+                log.warning("closing %s: its %d-byte frame got no data for %g s", conn.peer, conn.reserved,
+                            self.stalled_frame_s)
+                conn.abort()
 
     def _new_connection(self) -> Connection:
-        conn = Connection(self.handler, self.max_frame, on_lost=self._lost)
+        conn = Connection(self.handler, self.max_frame, on_lost=self._lost, budget=self.budget)
         self.connections.add(conn)
         return conn
 
@@ -311,6 +378,8 @@ class RemotingServer:
             self.on_close(conn)
 
     async def close(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
         if self._server:
             self._server.close()
         for c in list(self.connections):

@@ -60,6 +60,14 @@ class ServeProcess:
                 return int(line.split()[1])
         return 0
 
+    def rss_anon_kib(self) -> int:
+        """Anonymous RSS: the heap, without the pages of mapped store files (each stored message
+        touches an IndexFile hash slot page, so VmRSS also grows with what was written)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+        return 0
+
     def fds(self, sockets_only: bool = False) -> int:
         """Open file descriptors (sockets only: store files opened for new queues are not leaks)."""
         base = f"/proc/{self.proc.pid}/fd"

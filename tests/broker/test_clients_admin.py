@@ -18,7 +18,7 @@ from rmqtool.remoting.bodies import (
     TopicConfigSerializeWrapper,
     TopicStatsTable,
 )
-from tests.broker.conftest import Wire, decode_records, heartbeat_body, props, send_ext, sub_data
+from tests.broker.conftest import Wire, decode_records, heartbeat_body, props, pull_ext, send_ext, sub_data
 
 
 def test_heartbeat_answers_broker_version_and_lists_consumers_with_notify(serve, broker):
@@ -52,6 +52,7 @@ def test_consumer_offsets_query_update(serve, broker):
     q = {"consumerGroup": "cg_off", "topic": "CA_Off", "queueId": "0"}
     broker.request(310, send_ext("CA_Off", 0), b"x")
     assert broker.request(14, q).ext_fields["offset"] == "0"  # a queue that starts at 0: read it from 0
+    assert broker.request(11, pull_ext("CA_Off", "cg_off")).code == 0  # the pull creates the group
     assert broker.request(15, {**q, "commitOffset": "1"}).code == 0
     assert broker.request(14, q).ext_fields["offset"] == "1"
     assert broker.request(15, {**q, "topic": "CA_NoSuchTopic", "commitOffset": "1"}).code == 17
@@ -97,8 +98,8 @@ def test_update_and_create_topic_and_get_all_topic_config(serve, broker, namesrv
     ext = {"topic": "CA_Created", "defaultTopic": "TBW102", "readQueueNums": "3", "writeQueueNums": "3",
            "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
     assert broker.request(17, ext).code == 0
-    assert broker.request(17, {**ext, "topic": "bad topic"}).code == 1
-    assert broker.request(17, {**ext, "topic": "SCHEDULE_TOPIC_XXXX"}).code == 1
+    assert broker.request(17, {**ext, "topic": "bad topic"}).code == 29  # INVALID_PARAMETER, as Java answers it
+    assert broker.request(17, {**ext, "topic": "SCHEDULE_TOPIC_XXXX"}).code == 29
     all_topics = TopicConfigSerializeWrapper.from_json_obj(fastjson.loads(broker.request(21).body))
     tc = all_topics.topicConfigTable["CA_Created"]
     assert (tc.readQueueNums, tc.writeQueueNums, tc.perm) == (3, 3, 6)
@@ -110,7 +111,9 @@ def test_update_and_create_topic_and_get_all_topic_config(serve, broker, namesrv
 def test_stats_topic_status_consumer_progress_runtime(serve, broker):
     for i in range(3):
         broker.request(310, send_ext("CA_Stats", 0), f"{i}".encode())
-    broker.request(15, {"consumerGroup": "cg_stats", "topic": "CA_Stats", "queueId": "0", "commitOffset": "2"})
+    broker.request(11, pull_ext("CA_Stats", "cg_stats"))  # creates the group (Java commits only for known groups)
+    assert broker.request(15, {"consumerGroup": "cg_stats", "topic": "CA_Stats", "queueId": "0",
+                               "commitOffset": "2"}).code == 0
     ts = TopicStatsTable.decode(broker.request(202, {"topic": "CA_Stats"}).body)
     q0 = ts.offsetTable[MessageQueue("CA_Stats", "broker-a", 0)]
     assert (q0.minOffset, q0.maxOffset) == (0, 3) and q0.lastUpdateTimestamp > 0
@@ -135,7 +138,9 @@ def test_topic_config_and_topic_consume_by_who(serve, broker):
     assert "mappingDetail" not in tc  # no static-topic mapping: fastjson leaves the null out
     assert broker.request(351, {"topic": "CA_NoCfg"}).code == 17
     broker.request(310, send_ext("CA_Cfg", 0), b"x")
-    broker.request(15, {"consumerGroup": "cg_who_off", "topic": "CA_Cfg", "queueId": "0", "commitOffset": "1"})
+    broker.request(11, pull_ext("CA_Cfg", "cg_who_off"))
+    assert broker.request(15, {"consumerGroup": "cg_who_off", "topic": "CA_Cfg", "queueId": "0",
+                               "commitOffset": "1"}).code == 0
     assert broker.request(34, body=heartbeat_body("10.0.0.9@w", "cg_who_on", [sub_data("CA_Cfg")])).code == 0
     groups = json.loads(broker.request(300, {"topic": "CA_Cfg"}).body)["groupList"]
     assert sorted(groups) == ["cg_who_off", "cg_who_on"]
@@ -208,13 +213,16 @@ def test_oneway_offset_commits_apply_in_arrival_order_before_later_queries(serve
     """A rebalance hand-over: the old owner commits oneway, then anyone's QUERY_CONSUMER_OFFSET
     sent after it must see it (no reordering of a connection's requests, no deferred commit)."""
     q = {"consumerGroup": "cg_order", "topic": "CA_Order", "queueId": "0"}
-    broker.request(310, send_ext("CA_Order", 0), b"x")
+    for _ in range(10):  # offsets 0..10 can be committed
+        broker.request(310, send_ext("CA_Order", 0), b"x")
+    broker.request(14, q)  # the query creates nothing, a pull creates the group:
+    broker.request(11, pull_ext("CA_Order", "cg_order"))
     other = Wire(serve.broker)
     try:
         for i in range(1, 60):
-            for v in (i * 10 - 5, i * 10):  # two commits back to back, the last one wins
+            for v in ((i + 5) % 11, i % 11):  # two commits back to back, the last one wins
                 broker.oneway(15, {**q, "commitOffset": str(v)})
-            assert broker.request(14, q).ext_fields["offset"] == str(i * 10)
-            assert other.request(14, q).ext_fields["offset"] == str(i * 10)
+            assert broker.request(14, q).ext_fields["offset"] == str(i % 11)
+            assert other.request(14, q).ext_fields["offset"] == str(i % 11)
     finally:
         other.close()
