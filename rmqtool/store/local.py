@@ -212,9 +212,14 @@ class LocalBroker:
         self.services: list[Service] = []
         self._closed = False
         if not read_only:
-            self.services.append(PeriodicService("clean-expired", self._clean_expired, CLEAN_RESOURCE_INTERVAL_MS,
-                                                 self.clock, min_gap_ms=CLEAN_RESOURCE_INTERVAL_MS,
-                                                 initial_delay_ms=CLEAN_INITIAL_DELAY_MS))
+            interval = int(getattr(store.config, "clean_resource_interval", CLEAN_RESOURCE_INTERVAL_MS))
+            self.services.append(PeriodicService("clean-expired", self._clean_expired, interval, self.clock,
+                                                 min_gap_ms=interval, initial_delay_ms=CLEAN_INITIAL_DELAY_MS))
+            # the DISK_FULL flag every interval from the start: Java raises it only in the cleaning
+            # round, whose first run is a minute after start; a broker started on a full disk (or
+            # whose disk another process fills) should refuse puts before it runs out of blocks
+            self.services.append(PeriodicService("disk-check", self._check_disk, interval, self.clock,
+                                                 min_gap_ms=interval, initial_delay_ms=interval))
             if attach_services:
                 for factory in [*_plugin_factories(), *SERVICE_FACTORIES]:
                     got = factory(self)
@@ -246,6 +251,12 @@ class LocalBroker:
     def _clean_expired(self, now_ms: int) -> int:
         result = self.store.clean_expired_files(now_ms)
         return int(result or 0) if isinstance(result, int) else 0
+
+    def _check_disk(self, now_ms: int) -> int:
+        check = getattr(self.store, "check_disk_space", None)
+        if check is not None:
+            check()
+        return 0
 
     def run_due(self, now_ms: int | None = None) -> int:
         """Run every service once (embedded consumers call this instead of threads)."""

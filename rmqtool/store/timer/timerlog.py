@@ -19,6 +19,7 @@ from typing import Any
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import BLANK_MAGIC_CODE, TIMERLOG_BLANK_SIZE, TIMERLOG_UNIT_SIZE
 from rmqtool.layouts.timer import TIMERLOG_UNIT
+from rmqtool.store.diskspace import create_reserved
 from rmqtool.store.mappedfile import load_listing
 
 UNIT_PRE_SIZE_FOR_MSG = 28  # offsetPy sits at unit + 28
@@ -148,8 +149,7 @@ class TimerLog:
     # -- writing -------------------------------------------------------------------------------
     def _new_file(self, from_offset: int) -> _File:
         path = self.directory / offset_to_file_name(from_offset)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.ftruncate(fd, self.file_size)
+        fd = create_reserved(path, self.file_size, f"timerlog/{path.name}", exclusive=False)
         f = _File(from_offset, path, fd)
         self.files.append(f)
         return f
