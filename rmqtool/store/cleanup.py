@@ -112,6 +112,10 @@ class CleanCommitLogService:
         limit = max_used_ratio(cfg)
         return physic < 0 or physic > limit or logics < 0 or logics > limit
 
+    def clean_at_once(self) -> bool:
+        """`cleanFileForciblyEnable && cleanImmediately`: delete regardless of the files' age."""
+        return bool(getattr(self.config, "clean_file_forcibly_enable", True)) and self.clean_immediately
+
     def run(self, now_ms: int, probe: DiskUsage | None = None) -> int:
         """One cleaning round; returns the number of CommitLog files deleted."""
         cfg = self.config
@@ -122,7 +126,7 @@ class CleanCommitLogService:
         if time_up or space:
             with cl.put_lock, self.flush_lock:
                 cl.mfq.delete_expired_by_time(cfg.file_reserved_time * 3600 * 1000, now_ms,
-                                              immediately=self.clean_immediately, batch_max=cfg.delete_file_batch_max,
+                                              immediately=self.clean_at_once(), batch_max=cfg.delete_file_batch_max,
                                               on_delete=deleted.append)
             if deleted:
                 self._log_round(deleted, space, probe)
@@ -140,7 +144,7 @@ class CleanCommitLogService:
             physic, logics = self.ratios(probe)
             reason = (f"disk pressure: used {max(physic, logics):.2f} > diskMaxUsedSpaceRatio "
                       f"{max_used_ratio(cfg):.2f}"
-                      + (", deleted regardless of age" if self.clean_immediately else
+                      + (", deleted regardless of age" if self.clean_at_once() else
                          f", files older than fileReservedTime {cfg.file_reserved_time} h"))
         else:
             reason = f"expired: older than fileReservedTime {cfg.file_reserved_time} h (deleteWhen {cfg.delete_when})"

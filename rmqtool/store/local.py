@@ -527,7 +527,12 @@ class LocalBroker:
                 self.config_writer.stop()  # writes every pending file
                 self.config_writer.detach(self.topics, self.subscriptions, self.offsets)
             if not self.read_only and self.offsets.dirty:
-                self.offsets.persist()
+                try:
+                    self.offsets.persist()
+                except StoreError as e:  # a full disk: the store itself still closes cleanly
+                    import logging
+
+                    logging.getLogger("rmqtool").warning("%s; committed offsets since the last write are lost", e)
         finally:
             self.store.close()
 
