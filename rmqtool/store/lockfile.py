@@ -41,7 +41,10 @@ class StoreLock:
             except OSError:
                 os.close(fd)
                 raise StoreLocked(f"store {self.key} is locked by another process (a broker or rmqtool)") from None
-            os.pwrite(fd, b"lock", 0)
+            try:
+                os.pwrite(fd, b"lock", 0)  # as Java's lockFile write; no room for it on a full disk is fine
+            except OSError:
+                pass
             self.fd = fd
             _HELD.add(self.key)
 
