@@ -91,8 +91,22 @@ def test_no_config_write_touches_the_disk_on_the_event_loop(tmp_path, monkeypatc
     assert {f"loop_cg_{i}" for i in range(500)} <= set(groups)
 
 
+def _idle_lookups(lookups: Wire, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        assert lookups.request(105, {"topic": "LatencyTopic"}).code == 0
+        out.append(time.perf_counter() - t0)
+        time.sleep(0.005)
+    return out
+
+
 @pytest.mark.slow
 def test_500_new_groups_do_not_stall_route_lookups(tmp_path):
+    """Every look-up under 100 ms while 500 groups arrive, on top of what the machine itself adds:
+    on a loaded shared machine an idle serve's slowest look-up (measured just before) can exceed
+    that alone, so the budget is 100 ms plus that idle worst. Writing the files on the loop
+    stalled look-ups for 0.5-1.2 s here."""
     serve = ServeProcess(tmp_path / "store")
     try:
         producer = Wire(serve.broker)
@@ -100,15 +114,17 @@ def test_500_new_groups_do_not_stall_route_lookups(tmp_path):
         producer.close()
         lookups = Wire(serve.namesrv)
         assert lookups.request(105, {"topic": "LatencyTopic"}).code == 0
-        worst_seen = []
+        seen = []
         for attempt in range(ATTEMPTS):
+            idle = max(_idle_lookups(lookups, 200))
             latencies = _lookups_during_new_groups(serve, lookups, 500 * attempt)
             assert len(latencies) > 50
-            worst_seen.append(max(latencies))
-            if worst_seen[-1] < 0.100:
+            seen.append((round(max(latencies) * 1000), round(idle * 1000)))
+            if max(latencies) < 0.100 + idle:
                 break
+        else:
+            raise AssertionError(f"slowest route look-up during 500 new groups, and idle, per attempt (ms): {seen}")
         lookups.close()
-        assert min(worst_seen) < 0.100, f"slowest route look-up per attempt: {[round(w * 1000) for w in worst_seen]} ms"
     finally:
         code = serve.stop()
     assert code == 0, serve.stderr
