@@ -141,6 +141,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.loop = asyncio.get_running_loop()
         self.hold = PullHoldService(self.loop)
         self.store.arrival_listeners.append(self._on_arrival)
+        self.local.start_config_writer()  # config files written off the event loop, batched
         self.register_broker_all()
         for svc in getattr(self.local, "services", []):
             svc.start()

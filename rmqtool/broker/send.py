@@ -25,6 +25,7 @@ from rmqtool.remoting.headers import (
     send_header_from_ext,
 )
 from rmqtool.remoting.transport import Connection
+from rmqtool.store.diskspace import disk_util
 from rmqtool.validators import validate_topic_remark
 
 PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
@@ -193,11 +194,22 @@ class SendProcessor:
         return self.call_store(self.local.send_batch, (msgs,), done)
 
     def _send_response(self: Any, cmd: RemotingCommand, result: Any, queue_id: int) -> RemotingCommand:
-        code = PUT_STATUS_CODES.get(status_name(result.status), ResponseCode.SYSTEM_ERROR)
+        name = status_name(result.status)
+        code = PUT_STATUS_CODES.get(name, ResponseCode.SYSTEM_ERROR)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
                         ResponseCode.SLAVE_NOT_AVAILABLE):
-            return cmd.response(code, remark=f"put message failed: {status_name(result.status)}")
+            return cmd.response(code, remark=self._put_failed_remark(name))
         return self._send_ok(cmd, code, result.offset_msg_id, queue_id, result.queue_offset)
+
+    def _put_failed_remark(self: Any, status: str) -> str:
+        """`handlePutMessageResult`'s remarks for the statuses a full disk gives."""
+        if status == "CREATE_MAPPED_FILE_FAILED":
+            return "create mapped file failed, server is busy or broken."
+        if status == "SERVICE_NOT_AVAILABLE":
+            return ("service not available now. It may be caused by one of the following reasons: the broker's disk "
+                    f"is full [{disk_util(self.local.store.root)}], messages are put to the slave, message store has "
+                    "been shut down, etc.")
+        return f"put message failed: {status}"
 
     def _send_ok(self: Any, cmd: RemotingCommand, code: int, msg_id: str, queue_id: int,
                  queue_offset: int) -> RemotingCommand:

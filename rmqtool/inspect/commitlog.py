@@ -27,6 +27,7 @@ from rmqtool.layouts.constants import (
     TRANSACTION_TYPE_MASK,
 )
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
+from rmqtool.store.diskspace import map_read_only
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp, 48 bytes
 # totalSize, magicCode, bodyCRC, queueId, queueOffset, physicalOffset, sysFlag, storeTimestamp and
@@ -401,9 +402,7 @@ def _sync_point(qf: QueueFile, size: int) -> int | None:
     A record's physicalOffset names its own position, which makes any record a sync marker; a
     false match only costs the fallback to a sequential scan.
     """
-    import mmap
-
-    with open(qf.path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with open(qf.path, "rb") as fh, map_read_only(fh.fileno(), size) as mm:
         at = size // 2
         limit = min(size, at + (16 << 20))
         for magic in (struct.pack(">i", MESSAGE_MAGIC_CODE), struct.pack(">i", MESSAGE_MAGIC_CODE_V2)):

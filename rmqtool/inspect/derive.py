@@ -37,6 +37,7 @@ from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.timer import TIMER_SLOT, TIMERLOG_UNIT
+from rmqtool.store.diskspace import create_reserved
 
 WHEEL_SLOTS = TIMER_SLOTS_TOTAL * 2
 WHEEL_FILE_SIZE = WHEEL_SLOTS * TIMER_SLOT_SIZE
@@ -88,9 +89,10 @@ def key_hash(key: str) -> int:
 
 
 def _create_sparse(path: Path, size: int) -> None:
+    """A new file of `size` bytes with its blocks reserved: it is written through a mapping."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as fh:
-        fh.truncate(size)
+    path.unlink(missing_ok=True)
+    os.close(create_reserved(path, size))
 
 
 class ConsumeQueueWriter:

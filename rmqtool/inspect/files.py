@@ -17,6 +17,7 @@ from rmqtool.errors import InvalidInput, StoreError
 
 # The offset-named files of a mapped-file queue: the store's one listing (`MappedFileQueue.load`'s
 # filter), under the names inspect has always used.
+from rmqtool.store.diskspace import map_read_only
 from rmqtool.store.mappedfile import OFFSET_NAME
 from rmqtool.store.mappedfile import OffsetFile as QueueFile
 from rmqtool.store.mappedfile import offset_files as queue_files
@@ -42,7 +43,7 @@ class ReadOnlyFile:
         self._mm: mmap.mmap | None = None
         if self.size:
             try:
-                self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+                self._mm = map_read_only(self._fh.fileno(), self.size)
             except (OSError, ValueError) as e:
                 self._fh.close()
                 raise StoreError(f"cannot map {self.path}: {e}") from None

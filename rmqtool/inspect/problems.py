@@ -12,7 +12,8 @@ Kinds (stable names, scripts match on them):
 - Any directory a broker loads by file name (commitlog/, each ConsumeQueue, BatchConsumeQueue and
   ConsumeQueueExt queue, timerlog/, index/): `bad-file-name` for a stray file (inspect/strays.py)
 - Checkpoints and configs: `checkpoint-ahead`, `timercheck-ahead`, `config-unparsable`,
-  `delay-offset-out-of-range`, `consumer-offset-out-of-range`
+  `delay-offset-out-of-range`, `consumer-offset-out-of-range`, `consumer-offset-below-min` (a group's
+  committed offset is below the queue's minimum: cleanup deleted messages it never consumed)
 """
 
 from __future__ import annotations
@@ -44,5 +45,5 @@ KINDS = (
     "unreadable-file", "cq-unit-mismatch", "cq-gap", "cq-missing-units", "cq-ext-unit-bad", "index-header-bad",
     "index-entry-bad", "timerlog-unit-bad", "wheel-slot-mismatch", "timerwheel-size-bad",
     "checkpoint-ahead", "timercheck-ahead", "config-unparsable", "delay-offset-out-of-range",
-    "consumer-offset-out-of-range",
+    "consumer-offset-out-of-range", "consumer-offset-below-min",
 )

@@ -2,7 +2,9 @@
 
 Topics and queues with their offset ranges (ConsumeQueues, BatchConsumeQueues in messages, and
 the byte ranges of ConsumeQueueExt streams), the CommitLog range, checkpoint times in ISO form,
-delay-level progress beside the SCHEDULE_TOPIC_XXXX queues and consumer lag per group.
+delay-level progress beside the SCHEDULE_TOPIC_XXXX queues and consumer lag per group, with a
+`consumer-offset-below-min` row for each group whose committed offset fell below its queue's
+minimum (cleanup deleted messages it never consumed: `missed` of them).
 """
 
 from __future__ import annotations
@@ -101,3 +103,8 @@ def summarize_store(root: Path, f: Filters, progress=None) -> Iterator[Item]:
                 yield Item("store", "config/consumerOffset.json", 0, {
                     "section": "consumer", "group": group, "topic": topic, "queueId": qid, "offset": off,
                     "maxOffset": mx, "lag": max(0, mx - off)})
+                mn = rng.min_offset if rng else 0
+                if 0 <= off < mn <= mx:  # verify's consumer-offset-below-min: messages it never got
+                    yield Item("store", "config/consumerOffset.json", 0, {
+                        "section": "consumer-offset-below-min", "group": group, "topic": topic, "queueId": qid,
+                        "offset": off, "minOffset": mn, "missed": mn - off})

@@ -349,7 +349,13 @@ def check_configs(root: Path, st: VerifyState) -> Iterator[Problem]:
             topic, _, group = key.partition("@")
             for qid, off in sorted(int_keyed(qmap).items()):
                 rng = st.ranges.get((topic, qid), QueueRange())
-                if off < rng.min_offset or off > rng.max_offset:
+                if 0 <= off < rng.min_offset <= rng.max_offset:
+                    # cleanup deleted messages this group never consumed (an expired or a full disk)
+                    yield Problem("config/consumerOffset.json", 0, "consumer-offset-below-min",
+                                  f"group {group} on {topic}/{qid}: committed offset {off} is below the queue's "
+                                  f"minimum offset {rng.min_offset}: {rng.min_offset - off} message(s) were deleted "
+                                  "before the group consumed them")
+                elif off < rng.min_offset or off > rng.max_offset:
                     yield Problem("config/consumerOffset.json", 0, "consumer-offset-out-of-range",
                                   f"group {group} on {topic}/{qid}: offset {off} outside "
                                   f"[{rng.min_offset}, {rng.max_offset}]")

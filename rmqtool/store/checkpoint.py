@@ -13,6 +13,7 @@ from pathlib import Path
 from rmqtool.errors import StoreError
 from rmqtool.layouts.checkpoint import STORE_CHECKPOINT
 from rmqtool.layouts.constants import CHECKPOINT_FILE_SIZE
+from rmqtool.store.diskspace import reserve_blocks
 
 
 class StoreCheckpoint:
@@ -38,9 +39,17 @@ class StoreCheckpoint:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             if os.fstat(self.fd).st_size < CHECKPOINT_FILE_SIZE:
                 os.ftruncate(self.fd, CHECKPOINT_FILE_SIZE)
+            reserve_blocks(self.fd, CHECKPOINT_FILE_SIZE, "checkpoint")  # written through the mapping
             self.mm = mmap.mmap(self.fd, CHECKPOINT_FILE_SIZE)
         except OSError as e:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
             raise StoreError(f"cannot open checkpoint: {e.strerror}") from None
+        except StoreError:
+            os.close(self.fd)
+            self.fd = -1
+            raise
         self._set(self.mm[: STORE_CHECKPOINT.size])
 
     def _set(self, data: bytes) -> None:

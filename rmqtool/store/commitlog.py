@@ -130,6 +130,9 @@ class CommitLog:
         file_size = self.file_size
         mfq = self.mfq
         mf = mfq.files[-1] if mfq.files else None
+        # every file the batch will need exists (blocks reserved) before a byte is written, so a
+        # full disk (DiskFull) fails the whole batch and leaves the log as it was
+        mfq.preallocate(self._new_files_needed(msgs, mf))
         if mf is None or mf.wrote_position >= file_size:
             mf = mfq.new_file(0)
         run_pos = pos = mf.wrote_position
@@ -167,6 +170,22 @@ class CommitLog:
             mf.mm[run_pos:pos] = b"".join(parts[run_from:])
         mf.wrote_position = pos
         self.last_store_timestamp = now_ms
+
+    def _new_files_needed(self, msgs: list[MessageExt], mf: MappedFile | None) -> int:
+        """How many new files appending `msgs` opens (the same end-of-file rule as the append)."""
+        file_size = self.file_size
+        needed = 0
+        if mf is None or mf.wrote_position >= file_size:
+            needed, pos = 1, 0
+        else:
+            pos = mf.wrote_position
+        for msg in msgs:
+            n = msg.total_size
+            if n + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
+                needed += 1
+                pos = 0
+            pos += n
+        return needed
 
     def _write_blank(self, mf: MappedFile) -> None:
         max_blank = self.file_size - mf.wrote_position

@@ -29,6 +29,8 @@ class StoreConfig:
     disk_space_clean_forcibly_ratio: int = 85
     disk_space_warning_level_ratio: int = 90
     delete_file_batch_max: int = 10
+    clean_resource_interval: int = 10000
+    clean_file_forcibly_enable: bool = True
     max_message_size: int = 4194304
     message_index_enable: bool = True
     max_hash_slot_num: int = 5000000

@@ -8,7 +8,6 @@ space-separated KEYS token; the bucket holds the newest entry, entries chain bac
 from __future__ import annotations
 
 import datetime
-import mmap
 import os
 import re
 import struct
@@ -19,6 +18,7 @@ from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
 from rmqtool.layouts.javahash import java_string_hashes
+from rmqtool.store.diskspace import map_read_only, reserve_blocks
 from rmqtool.store.mappedfile import close_mapped, open_mapped
 
 _NAME = re.compile(r"^\d{17}$")
@@ -130,7 +130,7 @@ def fit_index_geometry(path: Path, default: tuple[int, int]) -> tuple[int, int] 
             rest = body - slots0 * INDEX_SLOT_SIZE
             if rest <= 0 or rest % INDEX_ENTRY_SIZE:
                 return None
-            with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
+            with map_read_only(f.fileno(), size) as mm:
                 ok = INDEX_HEADER.unpack_from(mm, 0)[5] > 1 and index_geometry_fits(mm, slots0, rest // INDEX_ENTRY_SIZE)
             return (slots0, rest // INDEX_ENTRY_SIZE) if ok else None
         data = f.read()
@@ -320,6 +320,13 @@ class IndexService:
                 f.destroy()
                 continue
             self.files.append(f)
+        if self.files and not self.read_only:
+            last = self.files[-1]
+            try:  # new keys go to the last file: its holes must be real blocks before they are stored into
+                reserve_blocks(last.fd, last.file_size, f"index file {last.path.name}")
+            except BaseException:
+                self.close()
+                raise
 
     def _last_writable(self, now_ms: int) -> IndexFile:
         last = self.files[-1] if self.files else None

@@ -14,20 +14,31 @@ The reader accepts that text, plain JSON (quoted integer keys) and any whitespac
 follows the 5.x `ConfigManager` / `MixAll.string2File`: the old file is copied to `<f>.bak`, the
 new text goes to `<f>.tmp`, is fsynced and renamed over `<f>`; loading falls back to `<f>.bak`
 when `<f>` is missing, empty or unparsable.
+
+A broker does not write on the request path: `serve` gives its managers a `ConfigWriter`, a
+thread that writes each changed file at most once per short batching window (500 new groups
+are a handful of writes, not 500 fsyncs on the event loop). Java persists topics and groups
+from the request thread and offsets every `flushConsumerOffsetInterval`; here a change is on
+disk within the window, and the writer's `stop` writes whatever is left. Without a writer
+(command-line tools) `persist` writes at once, as before.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import logging
 import os
 import re
 import shutil
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 from rmqtool.errors import StoreError
 
+log = logging.getLogger("rmqtool.store.config")
 
 class Bean(dict):
     """A Java bean: its properties are written alphabetically and null ones are left out."""
@@ -146,6 +157,7 @@ class ConfigManager:
     """RocketMQ's `ConfigManager`: one JSON file under `<store>/config`, loaded leniently, persisted safely."""
 
     file_name = ""
+    writer: ConfigWriter | None = None  # set by serve: persist() then only asks the writer thread
 
     def __init__(self, config_dir: Path) -> None:
         self.path = Path(config_dir) / self.file_name
@@ -170,7 +182,124 @@ class ConfigManager:
         return True
 
     def persist(self) -> None:
+        """Write the file: now, or (with a `writer`) soon, from the writer's thread."""
+        writer = self.writer
+        if writer is not None and writer.request(self):
+            return
+        self.persist_now()
+
+    def persist_now(self) -> None:
         write_file(self.path, self.to_text())
+
+
+class ConfigWriter:
+    """The thread that persists `ConfigManager`s off the event loop, batching requests.
+
+    `request(manager)` marks the manager dirty and returns at once; the thread waits
+    `batch_s` after the first request (more requests meanwhile are the same write), then
+    encodes and writes every dirty manager. The text is made on the writer thread while
+    handlers may still change the tables: an encoder that meets a table changing under it
+    (RuntimeError, KeyError) is simply run again. A write that fails (full disk) is logged once
+    and retried every `retry_s` until it succeeds; the tables in memory stay authoritative.
+    """
+
+    def __init__(self, batch_s: float = 0.2, retry_s: float = 1.0) -> None:
+        self.batch_s = batch_s
+        self.retry_s = retry_s
+        self.writes = 0  # files written, for tests and stats
+        self._dirty: dict[int, ConfigManager] = {}
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._failing: set[Path] = set()
+
+    def attach(self, *managers: ConfigManager) -> None:
+        for m in managers:
+            m.writer = self
+
+    def detach(self, *managers: ConfigManager) -> None:
+        for m in managers:
+            if m.writer is self:
+                m.writer = None
+
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is not None:
+                return
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name="rmqtool-config-writer", daemon=True)
+            self._thread.start()
+
+    def request(self, manager: ConfigManager) -> bool:
+        """Queue a write of `manager`; False when the writer is not running (write it yourself)."""
+        with self._cond:
+            if self._thread is None or self._stopping:
+                return False
+            self._dirty[id(manager)] = manager
+            self._cond.notify()
+            return True
+
+    def stop(self) -> None:
+        """Write what is pending and end the thread (a write that fails is left for the log)."""
+        with self._cond:
+            thread = self._thread
+            self._stopping = True
+            self._cond.notify()
+        if thread is not None:
+            thread.join()
+        with self._cond:
+            self._thread = None
+        self._write_pending(final=True)
+
+    def flush(self) -> None:
+        """Write every pending manager now, on the caller's thread."""
+        self._write_pending(final=False)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._dirty and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+            time.sleep(self.batch_s)  # the batching window: later requests join this write
+            if not self._write_pending(final=False):
+                with self._cond:
+                    self._cond.wait(self.retry_s)
+
+    def _write_pending(self, *, final: bool) -> bool:
+        with self._cond:
+            batch = list(self._dirty.values())
+            self._dirty.clear()
+        ok = True
+        for manager in batch:
+            try:
+                manager.persist_now() if final else self._write(manager)
+                self.writes += 1
+                if manager.path in self._failing:
+                    self._failing.discard(manager.path)
+                    log.warning("%s written again", manager.path.name)
+            except StoreError as e:
+                ok = False
+                if manager.path not in self._failing:
+                    self._failing.add(manager.path)
+                    log.warning("%s; kept in memory, written again when the disk lets it", e)
+                if not final:
+                    with self._cond:
+                        self._dirty.setdefault(id(manager), manager)
+        return ok
+
+    @staticmethod
+    def _write(manager: ConfigManager) -> None:
+        for attempt in range(10):
+            try:
+                text = manager.to_text()
+                break
+            except (RuntimeError, KeyError):  # a table changed while it was being encoded
+                if attempt == 9:
+                    raise
+                time.sleep(0.001)
+        write_file(manager.path, text)
 
 
 class DataVersion:

@@ -31,6 +31,7 @@ from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.msgid import UniqKeyFactory
 from rmqtool.layouts.net import Host
+from rmqtool.store.jsonconfig import ConfigWriter
 from rmqtool.store.offsets import ConsumerOffsetManager
 from rmqtool.store.subscriptions import SubscriptionGroupManager
 from rmqtool.store.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
@@ -210,11 +211,17 @@ class LocalBroker:
         self.uniq_keys = UniqKeyFactory(cfg.broker_ip1)
         self._random = random.Random()
         self.services: list[Service] = []
+        self.config_writer: ConfigWriter | None = None
         self._closed = False
         if not read_only:
-            self.services.append(PeriodicService("clean-expired", self._clean_expired, CLEAN_RESOURCE_INTERVAL_MS,
-                                                 self.clock, min_gap_ms=CLEAN_RESOURCE_INTERVAL_MS,
-                                                 initial_delay_ms=CLEAN_INITIAL_DELAY_MS))
+            interval = int(getattr(store.config, "clean_resource_interval", CLEAN_RESOURCE_INTERVAL_MS))
+            self.services.append(PeriodicService("clean-expired", self._clean_expired, interval, self.clock,
+                                                 min_gap_ms=interval, initial_delay_ms=CLEAN_INITIAL_DELAY_MS))
+            # the DISK_FULL flag every interval from the start: Java raises it only in the cleaning
+            # round, whose first run is a minute after start; a broker started on a full disk (or
+            # whose disk another process fills) should refuse puts before it runs out of blocks
+            self.services.append(PeriodicService("disk-check", self._check_disk, interval, self.clock,
+                                                 min_gap_ms=interval, initial_delay_ms=interval))
             if attach_services:
                 for factory in [*_plugin_factories(), *SERVICE_FACTORIES]:
                     got = factory(self)
@@ -246,6 +253,22 @@ class LocalBroker:
     def _clean_expired(self, now_ms: int) -> int:
         result = self.store.clean_expired_files(now_ms)
         return int(result or 0) if isinstance(result, int) else 0
+
+    def start_config_writer(self) -> ConfigWriter:
+        """From now on topics, groups and offsets are written by a background thread (serve:
+        no fsync on the event loop); `close` writes what is still pending."""
+        if self.config_writer is None and not self.read_only:
+            self.config_writer = ConfigWriter()
+            self.config_writer.attach(self.topics, self.subscriptions, self.offsets)
+            self.config_writer.start()
+        assert self.config_writer is not None
+        return self.config_writer
+
+    def _check_disk(self, now_ms: int) -> int:
+        check = getattr(self.store, "check_disk_space", None)
+        if check is not None:
+            check()
+        return 0
 
     def run_due(self, now_ms: int | None = None) -> int:
         """Run every service once (embedded consumers call this instead of threads)."""
@@ -500,8 +523,16 @@ class LocalBroker:
             except Exception:
                 pass
         try:
+            if self.config_writer is not None:
+                self.config_writer.stop()  # writes every pending file
+                self.config_writer.detach(self.topics, self.subscriptions, self.offsets)
             if not self.read_only and self.offsets.dirty:
-                self.offsets.persist()
+                try:
+                    self.offsets.persist()
+                except StoreError as e:  # a full disk: the store itself still closes cleanly
+                    import logging
+
+                    logging.getLogger("rmqtool").warning("%s; committed offsets since the last write are lost", e)
         finally:
             self.store.close()
 

@@ -41,7 +41,10 @@ class StoreLock:
             except OSError:
                 os.close(fd)
                 raise StoreLocked(f"store {self.key} is locked by another process (a broker or rmqtool)") from None
-            os.pwrite(fd, b"lock", 0)
+            try:
+                os.pwrite(fd, b"lock", 0)  # as Java's lockFile write; no room for it on a full disk is fine
+            except OSError:
+                pass
             self.fd = fd
             _HELD.add(self.key)
 
@@ -58,8 +61,22 @@ def abort_path(root: Path) -> Path:
 
 
 def create_abort(root: Path) -> None:
-    """`createTempFile`: the PID as text (5.x)."""
-    abort_path(root).write_text(str(os.getpid()))
+    """`createTempFile`: the PID as text (5.x).
+
+    The file's existence is what recovery reads; on a full disk the PID may not fit (ENOSPC on
+    the write), and the empty file (an inode, no block) still marks the store as in use.
+    """
+    path = abort_path(root)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError as e:
+        raise StoreError(f"cannot create {path.name}: {e.strerror}") from None
+    try:
+        os.write(fd, str(os.getpid()).encode())
+    except OSError:
+        pass  # no room for the PID: the empty file is enough
+    finally:
+        os.close(fd)
 
 
 def remove_abort(root: Path) -> None:

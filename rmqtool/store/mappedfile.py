@@ -1,10 +1,12 @@
 """Mapped files and the queue of them (RocketMQ's MappedFile / MappedFileQueue, formats.md §0).
 
 A logical byte stream (CommitLog, one ConsumeQueue, TimerLog) is split into fixed-size files
-named by the 20-digit offset of their first byte. Files are created at full size (sparse: the
-file is only truncated to size, so unwritten bytes are holes that read as zeros) and written
-through a shared mmap, so a write is a memcpy and survives the death of the process; `flush`
-makes it durable with fdatasync (which releases the GIL, unlike msync in CPython).
+named by the 20-digit offset of their first byte. Files are created at full size with every
+block reserved (`diskspace.reserve_blocks`: a store into a hole of a sparse mapping on a full
+disk would be SIGBUS) and written through a shared mmap, so a write is a memcpy and survives
+the death of the process; `flush` makes it durable with fdatasync (which releases the GIL,
+unlike msync in CPython). A file reopened for writing (the last one of a queue, the one
+recovery cuts) is reserved again, which costs nothing when its blocks are already there.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqtool.errors import StoreError
+from rmqtool.store.diskspace import create_reserved, map_read_only, reserve_blocks
 
 RELEASE_BEHIND = 32 << 20  # flushed bytes kept mapped in RSS behind the write position
 # how often pages that reads faulted back in (consumers, the timer's enqueue scan) are dropped
@@ -96,27 +99,28 @@ def open_mapped(path: Path, size: int, *, create: bool = False, read_only: bool 
                 label: str | None = None) -> tuple[int, mmap.mmap]:
     """Open `path` and map all its `size` bytes: `(fd, mapping)`, both the caller's to close.
 
-    With `create` the file must not exist yet and is made `size` bytes long by truncation
-    (sparse: the zeros are never written); otherwise it must already be `size` bytes. If
-    anything after the open fails, the fd is closed. Errors name the file `label`, by default
-    its name when it cannot be opened and its path when its size is wrong.
+    With `create` the file must not exist yet and is made `size` bytes long with its blocks
+    reserved (DiskFull, and no file left behind, when the disk has no room); otherwise it must
+    already be `size` bytes. A read-only mapping is `map_read_only` (no fault on a full tmpfs).
+    If anything after the open fails, the fd is closed. Errors name the file `label`, by
+    default its name when it cannot be opened and its path when its size is wrong.
     """
-    flags = os.O_RDONLY if read_only else os.O_RDWR
     if create:
-        flags |= os.O_CREAT | os.O_EXCL
+        fd = create_reserved(path, size, label)
+    else:
+        try:
+            fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR)
+        except OSError as e:
+            raise StoreError(f"cannot open {label or path.name}: {e.strerror}") from None
     try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as e:
-        raise StoreError(f"cannot open {label or path.name}: {e.strerror}") from None
-    try:
-        if create:
-            os.ftruncate(fd, size)
         actual = os.fstat(fd).st_size
         if actual != size:
             raise StoreError(f"{label or path} is {actual} bytes, expected {size}")
-        mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ if read_only else mmap.ACCESS_WRITE)
+        mm = map_read_only(fd, size) if read_only else mmap.mmap(fd, size, access=mmap.ACCESS_WRITE)
     except BaseException:
         os.close(fd)
+        if create:
+            path.unlink(missing_ok=True)
         raise
     return fd, mm
 
@@ -144,6 +148,7 @@ class MappedFile:
         self.released_position = 0  # pages below this were dropped from RSS after a flush
         self._released_at = 0.0
         self.fd, self.mm = open_mapped(path, file_size, create=create, read_only=read_only)
+        self.reserved = create  # blocks allocated: stores through the mapping cannot fault
         self.closed = False
 
     # -- positions ----------------------------------------------------------------------------
@@ -162,6 +167,12 @@ class MappedFile:
         self.mm[pos:end] = data
         self.wrote_position = end
         return pos
+
+    def reserve(self) -> None:
+        """Reserve the blocks of a file reopened for writing (a sparse file of an older store)."""
+        if not self.read_only and not self.reserved:
+            reserve_blocks(self.fd, self.file_size, str(self.path))
+            self.reserved = True
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         self.mm[pos : pos + len(data)] = data
@@ -237,6 +248,8 @@ class MappedFileQueue:
         self.read_only = read_only
         self.files: list[MappedFile] = []
         self.flushed_where = 0
+        # files made ahead of need (`preallocate`), not part of the stream until `new_file` takes them
+        self.pending: list[MappedFile] = []
 
     def load(self) -> None:
         """`MappedFileQueue.doLoad` (`load_listing`): empty last file deleted, a wrong size or a stray file = error."""
@@ -249,6 +262,13 @@ class MappedFileQueue:
             mf = MappedFile(path, self.file_size, read_only=self.read_only)
             mf.wrote_position = mf.flushed_position = self.file_size  # fixed later by recovery
             self.files.append(mf)
+        if self.files and not self.read_only:
+            try:
+                self.files[-1].reserve()  # the file appends go to, and recovery reads to its end
+            except BaseException:
+                self.close()
+                self.files = []
+                raise
 
     # -- lookup -------------------------------------------------------------------------------
     @property
@@ -282,16 +302,56 @@ class MappedFileQueue:
                 return mf
         return None
 
+    def _next_base(self, start_offset: int) -> int:
+        last = self.last
+        return last.from_offset + self.file_size if last else start_offset - start_offset % self.file_size
+
     def new_file(self, start_offset: int = 0) -> MappedFile:
-        """Create the next file: at last.from + size, or at the aligned `start_offset` if empty."""
+        """Create the next file: at last.from + size, or at the aligned `start_offset` if empty.
+
+        DiskFull when the file system has no room for its blocks (no file is left behind).
+        """
         if self.read_only:
             raise StoreError("store opened read-only")
-        last = self.last
-        base = last.from_offset + self.file_size if last else start_offset - start_offset % self.file_size
-        self.directory.mkdir(parents=True, exist_ok=True)
-        mf = MappedFile(self.directory / offset_to_file_name(base), self.file_size, create=True)
+        base = self._next_base(start_offset)
+        if self.pending and self.pending[0].from_offset == base:
+            mf = self.pending.pop(0)
+        else:
+            self._drop_pending()
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create {self.directory}: {e.strerror}") from None
+            mf = MappedFile(self.directory / offset_to_file_name(base), self.file_size, create=True)
         self.files.append(mf)
         return mf
+
+    def preallocate(self, count: int, start_offset: int = 0) -> None:
+        """Make sure the next `count` files exist, reserved, before an append needs them.
+
+        The role of Java's AllocateMappedFileService (which makes the next file ahead of time):
+        here it lets a put learn that the disk is full before it writes anything. A file made
+        here and never used is empty; recovery deletes it like any file past the valid end.
+        """
+        if count <= 0:
+            return
+        base = self._next_base(start_offset)
+        if self.pending and self.pending[0].from_offset != base:
+            self._drop_pending()
+        while len(self.pending) < count:
+            nxt = self.pending[-1].from_offset + self.file_size if self.pending else base
+            if self.read_only:
+                raise StoreError("store opened read-only")
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"cannot create {self.directory}: {e.strerror}") from None
+            self.pending.append(MappedFile(self.directory / offset_to_file_name(nxt), self.file_size, create=True))
+
+    def _drop_pending(self) -> None:
+        for mf in self.pending:
+            mf.destroy()
+        self.pending = []
 
     def last_writable(self, start_offset: int = 0) -> MappedFile:
         last = self.last
@@ -320,6 +380,7 @@ class MappedFileQueue:
                 pos = offset - mf.from_offset
                 mf.wrote_position = mf.flushed_position = pos
                 if zero and not self.read_only:
+                    mf.reserve()
                     mf.zero_from(pos)
                 keep.append(mf)
             elif self.read_only:
@@ -328,6 +389,8 @@ class MappedFileQueue:
                 mf.destroy()
         self.files = keep
         self.flushed_where = min(self.flushed_where, offset)
+        if not self.read_only:
+            self._drop_pending()
 
     def flush(self) -> int:
         """Flush every file with unflushed data; returns the stream offset now durable.
@@ -375,8 +438,10 @@ class MappedFileQueue:
     def close(self) -> None:
         for mf in self.files:
             mf.close()
+        self._drop_pending()  # as AllocateMappedFileService.shutdown deletes the files made ahead
 
     def destroy(self) -> None:
-        for mf in self.files:
+        for mf in self.files + self.pending:
             mf.destroy()
         self.files = []
+        self.pending = []

@@ -15,7 +15,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
@@ -40,13 +40,17 @@ from rmqtool.layouts.message import (
 from rmqtool.layouts.msgid import create_offset_msg_id
 from rmqtool.layouts.net import Host
 from rmqtool.store.checkpoint import StoreCheckpoint
+from rmqtool.store.cleanup import CleanCommitLogService, DiskUsage
 from rmqtool.store.commitlog import CommitLog
 from rmqtool.store.config import StoreConfig, parse_delay_levels
 from rmqtool.store.consumequeue import BLANK_SIZE, ConsumeQueueStore
+from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_record
 from rmqtool.store.flush import FlushService
 from rmqtool.store.index import IndexService
 from rmqtool.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
+from rmqtool.store.reads import GetMessageResult, GetMessageStatus, get_message
+from rmqtool.store.runningflags import RunningFlags
 
 log = logging.getLogger(__name__)
 
@@ -58,19 +62,8 @@ class PutMessageStatus(str, Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
-
-
-class GetMessageStatus(str, Enum):
-    FOUND = "FOUND"
-    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
-    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
-    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
-    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
-    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
-    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
-    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
-    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 
 
 @dataclass(slots=True)
@@ -90,17 +83,6 @@ class PutResult:
         return self.status == PutMessageStatus.PUT_OK
 
 
-@dataclass
-class GetMessageResult:
-    status: str
-    messages: list[MessageExt] = field(default_factory=list)
-    raw: list[bytes] = field(default_factory=list)
-    next_begin_offset: int = 0
-    min_offset: int = 0
-    max_offset: int = 0
-
-
-_unpack_ii = struct.Struct(">ii").unpack_from
 
 
 def _now_ms() -> int:
@@ -137,6 +119,10 @@ class MessageStore:
         self._pending: collections.deque[DispatchRequest] = collections.deque()
         self._listener_lock = threading.RLock()
         self.flush_lock = threading.Lock()  # flushing vs. file deletion by cleanup
+        self.running_flags = RunningFlags()
+        self.cleaner = CleanCommitLogService(root, config, self.commitlog, self.cqs, self.index, self.running_flags,
+                                             self.flush_lock)
+        self._refused = 0  # puts refused in a row (logged once per 50,000, as HookUtils does)
 
     # -- lifecycle --------------------------------------------------------------------------------
     @classmethod
@@ -172,6 +158,7 @@ class MessageStore:
             self._recover()
             if not self.read_only:
                 create_abort(self.root)
+                self.cleaner.is_space_to_delete()  # the DISK_FULL flag holds from the first put
                 self.flush_service = FlushService(self._flush_commitlog, self._flush_logics,
                                                   self.config.flush_interval_commit_log)
                 self.flush_service.start()
@@ -284,7 +271,8 @@ class MessageStore:
             self._flush_logics()
         self._close_files()
         if not self.read_only:
-            remove_abort(self.root)
+            if not self.running_flags.has_write_error():
+                remove_abort(self.root)
             self._lock.release()
 
     def _close_files(self) -> None:
@@ -352,6 +340,9 @@ class MessageStore:
         """
         if self.read_only:
             raise StoreError("store opened read-only")
+        if not self.running_flags.is_writeable():
+            return self._refuse(msgs, PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        self._refused = 0
         config = self.config
         file_size = config.mapped_file_size_commit_log
         max_size = config.max_message_size
@@ -384,13 +375,16 @@ class MessageStore:
             if self.closed:
                 raise StoreError("store is closed")
             now = self.clock()
-            cl.append_batch_locked(prepared, parts, now)
+            try:
+                cl.append_batch_locked(prepared, parts, now)
+            except DiskFull as e:  # nothing was appended: the files are made before the first byte
+                log.error("create mapped file error, topic: %s clientAddr: %s: %s", prepared[0].topic,
+                          prepared[0].born_host, e)
+                return self._refuse(prepared, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            dispatched: list[DispatchRequest] = []
+            arrived = self._dispatch_locked(prepared, now, dispatched if listeners else None)
             if listeners:
-                dispatched: list[DispatchRequest] = []
-                arrived = self.dispatcher.dispatch_appended(prepared, now, self.delay_levels_ms, dispatched)
                 self._pending.extend(dispatched)
-            else:
-                arrived = self.dispatcher.dispatch_appended(prepared, now, self.delay_levels_ms)
             end = cl.max_offset
         ok = PutMessageStatus.PUT_OK
         results = [PutResult(ok, msg, msg.commit_log_offset, msg.total_size, msg.queue_offset) for msg in prepared]
@@ -406,6 +400,33 @@ class MessageStore:
                 for r in results:
                     r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
         return results
+
+    def _dispatch_locked(self, msgs: list[MessageExt], now: int,
+                         dispatched: list[DispatchRequest] | None) -> Iterable[tuple[str, int]]:
+        """ConsumeQueue units and index keys of appended records (caller holds the put lock).
+
+        A unit or key that cannot be written (no room for a new ConsumeQueue or index file)
+        does not undo the put: the records are in the CommitLog, as with Java's asynchronous
+        ReputMessageService. As there, the store stops taking puts (the write-error flag) until
+        a restart, whose recovery dispatches again from the CommitLog: the `abort` file is
+        kept at close so that recovery is the abnormal one, which re-checks every record.
+        """
+        try:
+            return self.dispatcher.dispatch_appended(msgs, now, self.delay_levels_ms, dispatched)
+        except (StoreError, OSError) as e:
+            self.running_flags.make_logics_queue_error()
+            log.error("consume queue or index can not write (%s): puts are refused until restart, "
+                      "whose recovery builds what is missing from the CommitLog", e)
+            return {(m.topic, m.queue_id) for m in msgs}
+
+    def _refuse(self, msgs: list[MessageExt], status: PutMessageStatus) -> list[PutResult]:
+        """Results that store nothing (`HookUtils.checkBeforePutMessage`, a failed file creation)."""
+        if status == PutMessageStatus.SERVICE_NOT_AVAILABLE:
+            if self._refused % 50_000 == 0:
+                log.warning("message store is not writeable, so putMessage is forbidden %d",
+                            self.running_flags.flag_bits)
+            self._refused += 1
+        return [PutResult(status, msg, -1, 0, -1) for msg in msgs]
 
     def _notify_arrivals(self, queues: Iterable[tuple[str, int]]) -> None:
         listeners = tuple(self.arrival_listeners)  # a listener may be removed meanwhile
@@ -435,85 +456,9 @@ class MessageStore:
     def get_message(self, topic: str, queue_id: int, offset: int, max_msgs: int = 32, *,
                     tags_codes: set[int] | None = None, filter: Callable[[MessageExt], bool] | None = None,
                     max_bytes: int = 256 * 1024, decode: bool = True) -> GetMessageResult:
-        """`DefaultMessageStore.getMessage`: up to `max_msgs` messages from `offset` of one queue.
-
-        With `decode=False` only `raw` is filled (the record bytes a PULL body is made of):
-        records are checked by magic and size only, and decoded only when `filter` needs them.
-        CQ tagsCodes are matched before any CommitLog byte is read.
-        """
-        cq = self.cqs.find(topic, queue_id)
-        if cq is None:
-            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, next_begin_offset=0)
-        min_off, max_off = cq.min_offset_in_queue, cq.max_offset_in_queue
-        res = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, min_offset=min_off, max_offset=max_off,
-                               next_begin_offset=offset)
-        if max_off == 0:
-            res.status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
-            res.next_begin_offset = 0
-            return res
-        if offset < min_off:
-            res.status = GetMessageStatus.OFFSET_TOO_SMALL
-            res.next_begin_offset = min_off
-            return res
-        if offset == max_off:
-            res.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-            return res
-        if offset > max_off:
-            res.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            res.next_begin_offset = min_off if min_off == 0 else max_off
-            return res
-        cl = self.commitlog
-        cl_min = cl.min_offset
-        max_scan = max(800, max_msgs * 20)  # maxFilterMessageCount, in units
-        cur = offset
-        scanned = 0
-        total_bytes = 0
-        removed = False
-        found = 0
-        messages, raws = res.messages, res.raw
-        read = cl.read_bytes
-        while scanned < max_scan and found < max_msgs and cur < max_off:
-            units = cq.read_units(cur, min(max_scan - scanned, max_off - cur))
-            if not units:
-                break
-            for phys, size, tags_code in units:
-                if found >= max_msgs or (found and total_bytes + size > max_bytes):
-                    break
-                cur += 1
-                scanned += 1
-                if size == BLANK_SIZE:
-                    continue
-                if phys < cl_min:
-                    removed = True
-                    continue
-                if tags_codes is not None and tags_code not in tags_codes:
-                    continue
-                raw = read(phys, size)
-                if raw is None:
-                    continue
-                if decode or filter is not None:
-                    try:
-                        msg = decode_record(raw, check_crc=False)
-                    except (RecordError, Blank):
-                        continue
-                    if filter is not None and not filter(msg):
-                        continue
-                    if decode:
-                        messages.append(msg)
-                elif size < 91 or _unpack_ii(raw, 0) not in ((size, MESSAGE_MAGIC_CODE), (size, MESSAGE_MAGIC_CODE_V2)):
-                    continue  # what decode_record would reject first: not a record of this size
-                raws.append(raw)
-                found += 1
-                total_bytes += size
-            else:
-                continue
-            break
-        res.next_begin_offset = cur
-        if found:
-            res.status = GetMessageStatus.FOUND
-        elif removed:
-            res.status = GetMessageStatus.MESSAGE_WAS_REMOVING
-        return res
+        """`DefaultMessageStore.getMessage` (`reads.get_message`)."""
+        return get_message(self.cqs, self.commitlog, topic, queue_id, offset, max_msgs, tags_codes=tags_codes,
+                           filter=filter, max_bytes=max_bytes, decode=decode)
 
     # -- lookups ----------------------------------------------------------------------------------
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
@@ -610,8 +555,15 @@ class MessageStore:
     def max_phy_offset(self) -> int:
         return self.commitlog.max_offset
 
-    def clean_expired_files(self, now_ms: int | None = None, *, disk_usage: Callable[[Path], float] | None = None) -> int:
+    def clean_expired_files(self, now_ms: int | None = None, *, disk_usage: DiskUsage | None = None) -> int:
         """One round of `CleanCommitLogService` + CQ/index cleanup; returns CommitLog files deleted."""
-        from rmqtool.store.cleanup import clean_expired_files
+        if self.read_only:
+            return 0
+        return self.cleaner.run(self.clock() if now_ms is None else now_ms, disk_usage)
 
-        return clean_expired_files(self, self.clock() if now_ms is None else now_ms, disk_usage=disk_usage)
+    def check_disk_space(self, disk_usage: DiskUsage | None = None) -> bool:
+        """Refresh the DISK_FULL flag (`isSpaceToDelete` without deleting); True while puts are refused."""
+        if self.read_only:
+            return False
+        self.cleaner.is_space_to_delete(disk_usage)
+        return not self.running_flags.is_writeable()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmqtool.errors import InvalidInput, InvalidMessage, RmqError
+from rmqtool.errors import InvalidInput, InvalidMessage, RmqError, StoreError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     SCHEDULE_TOPIC,
@@ -178,16 +178,20 @@ def delay_offset_path(root: Path) -> Path:
 
 def write_config_file(path: Path, text: str) -> None:
     """`ConfigManager.persist` (5.1.0-5.3.3 keeps the previous content as `<f>.bak`); the new
-    content is written to a temporary file and renamed so a crash never leaves a torn file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    content is written to a temporary file and renamed so a crash never leaves a torn file.
+    StoreError when it cannot be written (a full disk)."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    if path.exists() and path.stat().st_size > 0:
-        shutil.copyfile(path, path.with_name(path.name + ".bak"))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists() and path.stat().st_size > 0:
+            shutil.copyfile(path, path.with_name(path.name + ".bak"))
+        os.replace(tmp, path)
+    except OSError as e:
+        raise StoreError(f"cannot write {path.name}: {e.strerror or e}") from None
 
 
 def read_config_file(path: Path) -> str | None:
@@ -283,7 +287,15 @@ class ScheduleMessageService:
         with self._lock:
             text = self.encode()
             self._dirty = False
-        write_config_file(self.config_file_path, text)
+        try:
+            write_config_file(self.config_file_path, text)
+        except StoreError as e:  # a full disk: the offsets stay in memory, the next persist tries again
+            self._dirty = True
+            if not getattr(self, "_persist_failed", False):
+                log.warning("%s; delay offsets are kept in memory and written when the disk lets it", e)
+            self._persist_failed = True
+            return
+        self._persist_failed = False
         self._last_persist = self._now_hint if self._now_hint is not None else self.clock()
 
     def _update_offset(self, level: int, offset: int) -> None:

@@ -124,3 +124,29 @@ def test_unparsable_delay_offset_falls_back_to_bak(tmp_path):
     env = open_env(tmp_path, clock)
     assert env.schedule.offset_table[1] == 2
     env.close()
+
+
+def test_delay_offsets_on_a_full_disk_stay_in_memory_and_are_written_later(tmp_path, monkeypatch, caplog):
+    import errno
+    import logging
+    import os
+
+    from rmqtool.store.jsonconfig import read_file
+
+    clock = Clock()
+    env = open_env(tmp_path, clock)
+    env.send("T", b"a", DELAY="1")
+    env.run(T0 + 1000)
+    real_fsync = os.fsync
+
+    def enospc(_fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", enospc)
+    caplog.set_level(logging.WARNING)
+    env.schedule.persist()  # no exception: a warning, and the offsets stay dirty
+    env.schedule.persist()
+    assert caplog.text.count("cannot write delayOffset.json: No space left on device") == 1
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    env.close()  # stop() persists again, now with room
+    assert read_file(tmp_path / "config" / "delayOffset.json")["offsetTable"] == {"1": 1}

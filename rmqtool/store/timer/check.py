@@ -41,6 +41,7 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import Blank, RecordError, decode_record
 from rmqtool.layouts.timer import TIMER_SLOT, TIMERLOG_UNIT
+from rmqtool.store.diskspace import map_read_only
 from rmqtool.store.mappedfile import OffsetFile, offset_files
 from rmqtool.store.timer.timerlog import TimerUnit, is_magic_ok
 
@@ -71,7 +72,7 @@ def _read_all(path: Path) -> bytes | mmap.mmap:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return map_read_only(f.fileno(), size)
 
 
 def iter_timerlog(files: Iterable[Any], rel: Callable[[Path], str] = _default_rel, end: ScanEnd | None = None,

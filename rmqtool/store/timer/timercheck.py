@@ -11,6 +11,7 @@ from pathlib import Path
 
 from rmqtool.layouts.checkpoint import TIMER_CHECKPOINT
 from rmqtool.layouts.constants import TIMERCHECK_FILE_SIZE
+from rmqtool.store.diskspace import reserve_blocks
 
 
 @dataclass(slots=True)
@@ -50,6 +51,12 @@ class TimerCheckpoint:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             if os.fstat(self._fd).st_size != TIMERCHECK_FILE_SIZE:
                 os.ftruncate(self._fd, TIMERCHECK_FILE_SIZE)
+            try:
+                reserve_blocks(self._fd, TIMERCHECK_FILE_SIZE, self.path.name)
+            except BaseException:
+                os.close(self._fd)
+                self._fd = -1
+                raise
 
     def update_data_version(self, state_version: int, now_ms: int) -> None:
         """`DataVersion.nextVersion(stateVersion)`."""

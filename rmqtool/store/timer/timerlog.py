@@ -19,6 +19,7 @@ from typing import Any
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import BLANK_MAGIC_CODE, TIMERLOG_BLANK_SIZE, TIMERLOG_UNIT_SIZE
 from rmqtool.layouts.timer import TIMERLOG_UNIT
+from rmqtool.store.diskspace import create_reserved, reserve_blocks
 from rmqtool.store.mappedfile import load_listing
 
 UNIT_PRE_SIZE_FOR_MSG = 28  # offsetPy sits at unit + 28
@@ -113,6 +114,15 @@ class TimerLog:
                                  label=lambda p: f"timerlog file {p.name}"):
             fd = os.open(path, os.O_RDONLY if self.read_only else os.O_RDWR)
             self.files.append(_File(int(path.name), path, fd))
+        if self.files and not self.read_only:  # appends go on in the last file: no hole may be left in it
+            last = self.files[-1]
+            try:
+                reserve_blocks(last.fd, self.file_size, f"timerlog/{last.path.name}")
+            except BaseException:
+                for f in self.files:
+                    os.close(f.fd)
+                self.files.clear()
+                raise
         # After loading every file counts as full; recovery sets the real end.
         self.wrote_position = self.files[-1].from_offset + self.file_size if self.files else 0
         self.flushed_where = self.wrote_position
@@ -148,8 +158,7 @@ class TimerLog:
     # -- writing -------------------------------------------------------------------------------
     def _new_file(self, from_offset: int) -> _File:
         path = self.directory / offset_to_file_name(from_offset)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.ftruncate(fd, self.file_size)
+        fd = create_reserved(path, self.file_size, f"timerlog/{path.name}", exclusive=False)
         f = _File(from_offset, path, fd)
         self.files.append(f)
         return f

@@ -11,9 +11,11 @@ metrics read it; so does `inspect config`.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
+from rmqtool.errors import StoreError
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.store.jsonconfig import DataVersion, read_file, write_file
 from rmqtool.store.jsonconfig import _string as fastjson_string
@@ -98,5 +100,12 @@ class TimerMetrics:
         """Write the file (old one kept as `.bak`) when anything changed since the last write."""
         if self.read_only or not self._dirty:
             return
-        write_file(self.path, self.to_text())
+        try:
+            write_file(self.path, self.to_text())
+        except StoreError as e:  # a full disk: kept dirty, written by a later flush
+            if not getattr(self, "_persist_failed", False):
+                logging.getLogger(__name__).warning("%s; timer metrics are written when the disk lets it", e)
+            self._persist_failed = True
+            return
+        self._persist_failed = False
         self._dirty = False

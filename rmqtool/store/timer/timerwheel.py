@@ -19,6 +19,7 @@ from pathlib import Path
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import TIMER_SLOT_SIZE
 from rmqtool.layouts.timer import TIMER_SLOT
+from rmqtool.store.diskspace import map_read_only, reserve_blocks
 
 BLANK = -1
 IGNORE = -2
@@ -58,12 +59,17 @@ class TimerWheel:
                 self._map: mmap.mmap | bytes = bytes(self.wheel_length)
                 return
             self._fd = os.open(self.path, os.O_RDONLY)
-            self._map = mmap.mmap(self._fd, self.wheel_length, access=mmap.ACCESS_READ)
+            self._map = map_read_only(self._fd, self.wheel_length)
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        if size == 0:
-            os.ftruncate(self._fd, self.wheel_length)
+        try:
+            reserve_blocks(self._fd, self.wheel_length, self.path.name)  # a store into a hole faults on a full disk
+        except BaseException:
+            os.close(self._fd)
+            if size == 0:
+                self.path.unlink(missing_ok=True)
+            raise
         self._map = mmap.mmap(self._fd, self.wheel_length)
 
     def close(self) -> None:

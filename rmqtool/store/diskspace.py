@@ -1,0 +1,180 @@
+"""Disk space: blocks reserved before a file is mapped for writing, hole-safe read mappings, usage.
+
+A store file is written through a shared mmap. If its blocks are not allocated (a file only
+truncated to size is sparse), the first store into a hole makes the kernel allocate a block in
+the page fault, and on a full file system that fault is SIGBUS: the process dies without an
+error anyone can catch. RocketMQ's MappedFile has the same hazard and its warm-up
+(`warmMappedFile`, off by default) writes every page to make them real; here every file that is
+created or reopened for writing gets its blocks with `posix_fallocate` first (`reserve_blocks`),
+so a full disk is an ENOSPC at creation time, raised as `DiskFull`.
+
+On tmpfs even *reading* a hole through a mapping allocates a page, so a read-only mapping of a
+sparse file on a full tmpfs faults as well; `map_read_only` copies such a file's data regions
+into anonymous memory instead (holes stay zero pages that cost nothing).
+
+`disk_used_ratio` is `UtilAll.getDiskPartitionSpaceUsedPercent`, which CleanCommitLogService
+compares with `diskSpaceWarningLevelRatio` and the other ratios.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import mmap
+import os
+import sys
+from pathlib import Path
+
+from rmqtool.errors import StoreError
+
+TMPFS_MAGIC = 0x01021994  # linux/magic.h: shmem, where a read fault on a hole allocates
+_ZEROS = bytes(1 << 20)
+_COPY_CHUNK = 8 << 20
+
+
+class DiskFull(StoreError):
+    """A file could not get its blocks: the file system is full (ENOSPC / EDQUOT)."""
+
+
+def reserve_blocks(fd: int, size: int, label: str) -> None:
+    """Make `fd` `size` bytes long with every block allocated, or raise DiskFull / StoreError.
+
+    `posix_fallocate` allocates without writing (unwritten extents on ext4/xfs, pages on tmpfs);
+    a file system that cannot do it (EOPNOTSUPP) gets the zeros written instead, which is what
+    glibc's own emulation does. Blocks already allocated are left alone, so this is cheap on a
+    file that was reserved before.
+    """
+    try:
+        os.posix_fallocate(fd, 0, size)
+        return
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(f"cannot reserve {size} bytes for {label}: {e.strerror}") from None
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise StoreError(f"cannot reserve {size} bytes for {label}: {e.strerror}") from None
+    try:
+        if os.fstat(fd).st_size < size:
+            os.ftruncate(fd, size)
+        pos = 0
+        while pos < size:
+            n = min(len(_ZEROS), size - pos)
+            os.pwrite(fd, _ZEROS[:n], pos)
+            pos += n
+        os.fsync(fd)
+    except OSError as e:
+        cls = DiskFull if e.errno in (errno.ENOSPC, errno.EDQUOT) else StoreError
+        raise cls(f"cannot reserve {size} bytes for {label}: {e.strerror}") from None
+
+
+def create_reserved(path: Path, size: int, label: str | None = None, *, exclusive: bool = True) -> int:
+    """Create `path` with `size` reserved bytes; returns its fd (O_RDWR). On failure nothing is left."""
+    flags = os.O_RDWR | os.O_CREAT | (os.O_EXCL if exclusive else 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        cls = DiskFull if e.errno in (errno.ENOSPC, errno.EDQUOT) else StoreError
+        raise cls(f"cannot create {label or path.name}: {e.strerror}") from None
+    try:
+        reserve_blocks(fd, size, label or path.name)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    return fd
+
+
+_fstatfs = None
+
+
+def _fs_type(fd: int) -> int | None:
+    """`fstatfs(fd).f_type` (Linux), None where it cannot be asked."""
+    global _fstatfs
+    if _fstatfs is None:
+        try:
+            _fstatfs = ctypes.CDLL(None, use_errno=True).fstatfs
+        except (OSError, AttributeError):
+            return None
+    fstatfs = _fstatfs
+    buf = ctypes.create_string_buffer(512)  # struct statfs is 120 bytes on 64-bit Linux
+    if fstatfs(fd, buf) != 0:
+        return None
+    width = ctypes.sizeof(ctypes.c_long)  # f_type is __fsword_t, a long
+    return int.from_bytes(buf.raw[:width], sys.byteorder, signed=True)
+
+
+def has_hole(fd: int, size: int) -> bool:
+    """Does the file have a hole below `size`? (SEEK_HOLE finds one before the end.)"""
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE) < size
+    except OSError:
+        return False
+
+
+def hole_reads_allocate(fd: int) -> bool:
+    """True on tmpfs, where faulting a hole in, even to read it, takes a page from the file system."""
+    return _fs_type(fd) == TMPFS_MAGIC
+
+
+def map_read_only(fd: int, size: int) -> mmap.mmap:
+    """A read-only view of the file's first `size` bytes that cannot fault on a full file system.
+
+    Normally an ACCESS_READ mapping. A sparse file on tmpfs is copied instead, data region by
+    data region (SEEK_DATA / SEEK_HOLE), into an anonymous mapping of the same size: its holes
+    read as zeros without allocating anything, and a full tmpfs cannot fault the reader. The
+    copy is a snapshot, which is what a reader of a live store sees anyway (a zero tail ends it).
+    """
+    if size and has_hole(fd, size) and hole_reads_allocate(fd):
+        return _copy_data(fd, size)
+    return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+
+
+def _copy_data(fd: int, size: int) -> mmap.mmap:
+    mm = mmap.mmap(-1, size)
+    view = memoryview(mm)
+    try:
+        pos = 0
+        while pos < size:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: nothing but a hole from here on
+                break
+            if data >= size:
+                break
+            end = min(size, os.lseek(fd, data, os.SEEK_HOLE))
+            while data < end:
+                n = os.preadv(fd, [view[data : min(end, data + _COPY_CHUNK)]], data)
+                if n <= 0:
+                    break
+                data += n
+            pos = end
+    finally:
+        view.release()
+    return mm
+
+
+def disk_used_ratio(path: Path) -> float:
+    """`UtilAll.getDiskPartitionSpaceUsedPercent`: used / (used + usable), rounded up to 0.01; -1 on error.
+
+    Java's File.getFreeSpace / getUsableSpace are statvfs's f_bfree / f_bavail: the blocks
+    reserved for root count as used, as they do in `df`.
+    """
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return -1.0
+    total = st.f_blocks * st.f_frsize
+    if total <= 0:
+        return -1.0
+    used = total - st.f_bfree * st.f_frsize
+    entire = used + st.f_bavail * st.f_frsize
+    if entire <= 0:
+        return -1.0
+    return (used * 100 // entire + (1 if used * 100 % entire else 0)) / 100
+
+
+def disk_util(root: Path) -> str:
+    """`SendMessageProcessor.diskUtil`: the used ratios of the CommitLog, ConsumeQueue and index paths."""
+    root = Path(root)
+    ratios = [disk_used_ratio(p if p.exists() else root) for p in (root / "commitlog", root / "consumequeue",
+                                                                   root / "index")]
+    return "CL: {:5.2f} CQ: {:5.2f} INDEX: {:5.2f}".format(*ratios)

@@ -1,0 +1,181 @@
+"""Full disks without privileges: injected ENOSPC and usage probes (diskspace, RunningFlags, puts).
+
+The same behaviour on a real small file system (tmpfs, root only) is in test_disk_full_tmpfs.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from rmqtool.store import diskspace
+from rmqtool.store.diskspace import DiskFull, disk_used_ratio, map_read_only, reserve_blocks
+from rmqtool.store.mappedfile import MappedFileQueue
+from rmqtool.store.messagestore import MessageStore, PutMessageStatus
+from tests.store.conftest import Clock, make_msg, small_config
+
+
+def _enospc(*_a):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_reserve_blocks_allocates_every_block(tmp_path):
+    path = tmp_path / "f"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        reserve_blocks(fd, 1 << 20, "f")
+        st = os.fstat(fd)
+        assert st.st_size == 1 << 20 and st.st_blocks * 512 >= 1 << 20
+    finally:
+        os.close(fd)
+
+
+def test_reserve_blocks_writes_zeros_where_fallocate_is_not_supported(tmp_path, monkeypatch):
+    def unsupported(*_a):
+        raise OSError(errno.EOPNOTSUPP, "not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    path = tmp_path / "f"
+    path.write_bytes(b"keep")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        reserve_blocks(fd, 3 << 20, "f")
+        st = os.fstat(fd)
+        assert st.st_size == 3 << 20 and st.st_blocks * 512 >= 3 << 20
+        assert os.lseek(fd, 0, os.SEEK_HOLE) == 3 << 20  # no hole left
+    finally:
+        os.close(fd)
+
+
+def test_new_mapped_file_on_a_full_disk_is_a_clean_error_and_leaves_nothing(tmp_path, monkeypatch):
+    q = MappedFileQueue(tmp_path / "q", 4096)
+    q.new_file()
+    monkeypatch.setattr(os, "posix_fallocate", _enospc)
+    with pytest.raises(DiskFull, match="No space left"):
+        q.new_file()
+    with pytest.raises(DiskFull):
+        q.preallocate(2)
+    assert [p.name for p in (tmp_path / "q").iterdir()] == ["00000000000000000000"]
+    assert len(q.files) == 1 and not q.pending
+    q.close()
+
+
+def test_disk_used_ratio_is_utilall_rounding(monkeypatch):
+    # used = 1000 - 100 = 900 blocks, usable 50: 900 / 950 = 94.7...% -> rounded up to 0.95
+    st = SimpleNamespace(f_blocks=1000, f_bfree=100, f_bavail=50, f_frsize=4096)
+    monkeypatch.setattr(os, "statvfs", lambda _p: st)
+    assert disk_used_ratio("x") == 0.95
+    st.f_bfree = st.f_bavail = 1000 - 900
+    assert disk_used_ratio("x") == 0.9
+    monkeypatch.setattr(os, "statvfs", _enospc)
+    assert disk_used_ratio("x") == -1.0
+
+
+def test_map_read_only_copies_a_sparse_file_where_hole_reads_allocate(tmp_path, monkeypatch):
+    path = tmp_path / "sparse"
+    with open(path, "wb") as f:
+        f.truncate(8 << 20)
+        f.seek(5 << 20)
+        f.write(b"data in the middle")
+    monkeypatch.setattr(diskspace, "hole_reads_allocate", lambda fd: True)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        mm = map_read_only(fd, 8 << 20)
+        assert len(mm) == 8 << 20
+        assert mm[(5 << 20) : (5 << 20) + 18] == b"data in the middle"
+        assert mm[:16] == bytes(16) and mm[-16:] == bytes(16)
+        mm.close()
+    finally:
+        os.close(fd)
+
+
+# -- the store ---------------------------------------------------------------------------------
+def test_puts_are_refused_above_the_warning_ratio_and_resume_below_it(store_dir, caplog):
+    clock = Clock()
+    store = MessageStore.open(store_dir, small_config(), clock=clock)
+    try:
+        assert store.put_message(make_msg(0)).ok
+        caplog.set_level(logging.WARNING)
+        assert store.check_disk_space(lambda p: 0.91) is True  # > diskSpaceWarningLevelRatio 0.90
+        assert "mark disk full" in caplog.text
+        r = store.put_messages([make_msg(1), make_msg(2)])
+        assert [x.status for x in r] == [PutMessageStatus.SERVICE_NOT_AVAILABLE] * 2
+        assert store.get_max_offset_in_queue("TopicTest", 0) == 1  # nothing stored
+        # reads go on
+        assert [m.body for m in store.get_message("TopicTest", 0, 0).messages] == [make_msg(0).body]
+        # between the clean-forcibly (0.85) and the warning ratio the flag stays as it is
+        assert store.check_disk_space(lambda p: 0.87) is True
+        assert store.check_disk_space(lambda p: 0.80) is False
+        assert "so mark disk ok" in caplog.text
+        assert store.put_message(make_msg(3)).ok
+        assert store.get_max_offset_in_queue("TopicTest", 0) == 2
+    finally:
+        store.close()
+
+
+def test_a_put_that_cannot_get_a_commitlog_file_fails_whole_and_the_store_goes_on(store_dir, monkeypatch):
+    cfg = small_config()
+    store = MessageStore.open(store_dir, cfg, clock=Clock())
+    try:
+        n = 0
+        while len(store.commitlog.mfq.files) < 2:
+            assert store.put_message(make_msg(n, body_size=3000)).ok
+            n += 1
+        before = store.max_phy_offset
+        monkeypatch.setattr(os, "posix_fallocate", _enospc)
+        # a batch that crosses into a new file: nothing of it may be written
+        batch = [make_msg(1000 + i, body_size=3000) for i in range(40)]
+        results = store.put_messages(batch)
+        assert {r.status for r in results} == {PutMessageStatus.CREATE_MAPPED_FILE_FAILED}
+        assert store.max_phy_offset == before
+        assert store.get_max_offset_in_queue("TopicTest", 0) == n
+        monkeypatch.undo()
+        results = store.put_messages(batch)
+        assert all(r.ok for r in results)
+        got = store.get_message("TopicTest", 0, n, 100, max_bytes=1 << 30)
+        assert [m.body for m in got.messages] == [m.body for m in batch]
+    finally:
+        store.close()
+    with MessageStore.open(store_dir, cfg) as again:
+        assert again.get_max_offset_in_queue("TopicTest", 0) == n + 40
+
+
+def test_a_consume_queue_file_that_cannot_be_made_stops_puts_until_restart(store_dir, monkeypatch):
+    cfg = small_config()
+    store = MessageStore.open(store_dir, cfg, clock=Clock())
+    try:
+        assert store.put_message(make_msg(0, topic="A")).ok
+        monkeypatch.setattr(os, "posix_fallocate", _enospc)
+        r = store.put_message(make_msg(1, topic="B"))  # a new queue: its first ConsumeQueue file fails
+        assert r.ok  # in the CommitLog, acknowledged, as with Java's asynchronous dispatch
+        assert store.put_message(make_msg(2, topic="A")).status == PutMessageStatus.SERVICE_NOT_AVAILABLE
+        monkeypatch.undo()
+    finally:
+        store.close()
+    # `abort` was kept: the restart re-dispatches from the CommitLog and B's unit is there
+    with MessageStore.open(store_dir, cfg) as again:
+        assert not again.last_exit_ok
+        assert [m.body for m in again.get_message("B", 0, 0).messages] == [make_msg(1, topic="B").body]
+        assert again.put_message(make_msg(3, topic="A")).ok
+
+
+def test_cleanup_says_what_it_deleted_and_why(store_dir, caplog):
+    cfg = small_config(file_reserved_time=1, delete_when="99", delete_file_batch_max=3)
+    store = MessageStore.open(store_dir, cfg, clock=Clock())
+    try:
+        for i in range(120):
+            store.put_message(make_msg(i, body_size=2000))
+        caplog.set_level(logging.WARNING, logger="rmqtool.store.cleanup")
+        assert store.clean_expired_files(disk_usage=lambda p: 0.88) == 3
+        lines = [r for r in caplog.records if "deleted 3 CommitLog file(s)" in r.getMessage()]
+        assert len(lines) == 1 and lines[0].levelno == logging.WARNING
+        text = lines[0].getMessage()
+        size = cfg.mapped_file_size_commit_log
+        assert f"{0:020d}..{2 * size:020d}" in text and f"offsets [0, {3 * size})" in text
+        assert "disk pressure: used 0.88 > diskMaxUsedSpaceRatio 0.75, deleted regardless of age" in text
+    finally:
+        store.close()
