@@ -1,5 +1,9 @@
 """`rmqtool serve`: a name server and one broker in one asyncio process (cli.md, protocol.md §1.1).
 
+`--namesrv-only` runs the name server alone (as `mqnamesrv`), `--broker-only` the broker alone
+(as `mqbroker`: it registers with `--namesrv-addr` / namesrvAddr only); this is how masters and
+slaves of several broker groups make one cluster.
+
 Ports are bound before the store opens, so an ephemeral broker port (0, for tests) is known
 when the store stamps its address into records and msgIds. The broker also listens on
 `broker port - 2` (the VIP channel of clients <= 4.4) when that port is free.
@@ -35,15 +39,18 @@ class ServeOptions:
     flush: str | None = None  # "sync" | "async"
     config_file: Path | None = None
     namesrv_addr: str | None = None  # name servers of other processes to register with (namesrvAddr)
+    mode: str = "all"  # "all" | "namesrv" (mqnamesrv) | "broker" (mqbroker)
 
 
 @dataclass
 class ServeInfo:
-    namesrv: Host
-    broker: Host
+    namesrv: Host | None
+    broker: Host | None
     broker_name: str
-    store: Path
+    store: Path | None
     vip_port: int | None
+    broker_id: int = 0
+    broker_role: str = "ASYNC_MASTER"
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -86,8 +93,14 @@ class Serve:
     """Owns the sockets, the LocalBroker and the controller; `run()` until `stop()`."""
 
     def __init__(self, opts: ServeOptions) -> None:
+        if opts.mode not in ("all", "namesrv", "broker"):
+            raise InvalidInput(f"serve mode must be all, namesrv or broker, not {opts.mode!r}")
         self.opts = opts
         self.config = build_config(opts)
+        if opts.mode != "namesrv":
+            from rmqtool.broker.cluster import ClusterSettings
+
+            ClusterSettings.from_config(self.config)  # a bad brokerRole / brokerId fails before any port opens
         self.listen_host = opts.host or "127.0.0.1"
         self.controller: Any = None
         self.local: Any = None
@@ -119,12 +132,17 @@ class Serve:
         from rmqtool.store.local import LocalBroker
 
         cfg = self.config
+        mode = self.opts.mode
         ns = RemotingServer(self._ns_handler, self.listen_host, self.opts.namesrv_port,
                             on_close=self.routes.on_channel_destroy)
         broker = RemotingServer(self._broker_handler, self.listen_host, cfg.listen_port, on_close=self._broker_closed)
         try:
-            await ns.start()
-            self.servers.append(ns)
+            if mode != "broker":
+                await ns.start()
+                self.servers.append(ns)
+            if mode == "namesrv":
+                self.info = ServeInfo(Host(self.listen_host, ns.port), None, "", None, None)
+                return self.info
             await broker.start()
             self.servers.append(broker)
         except OSError as e:
@@ -159,10 +177,12 @@ class Serve:
 
         # besides our own name server, `--namesrv-addr` / broker.conf `namesrvAddr`
         addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
-        self.controller = BrokerController(self.local, advertised, routes=self.routes, namesrv_addrs=addrs)
+        routes = self.routes if mode == "all" else None
+        self.controller = BrokerController(self.local, advertised, routes=routes, namesrv_addrs=addrs)
         await self.controller.start()
-        self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
-                              Path(cfg.store_path_root_dir), vip_port)
+        self.info = ServeInfo(Host(self.listen_host, ns.port) if mode == "all" else None, advertised,
+                              cfg.broker_name, Path(cfg.store_path_root_dir), vip_port,
+                              self.controller.broker_id, self.controller.cluster.broker_role)
         return self.info
 
     def _conf_keys(self) -> set[str]:
@@ -216,5 +236,11 @@ async def serve_forever(opts: ServeOptions, ready: Callable[[ServeInfo], None]) 
 
 
 def ready_line(info: ServeInfo) -> str:
-    return (f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, "
-            f"store {info.store}")
+    """One line on stderr once the listeners are up; its form depends on what runs."""
+    if info.broker is None:
+        return f"rmqtool serve: name server {info.namesrv}"
+    role = "" if info.broker_id == 0 and info.broker_role == "ASYNC_MASTER" else \
+        f" (brokerId {info.broker_id}, {info.broker_role})"
+    if info.namesrv is None:
+        return f"rmqtool serve: broker {info.broker_name} {info.broker}{role}, store {info.store}"
+    return f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, store {info.store}"
