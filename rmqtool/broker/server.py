@@ -44,6 +44,8 @@ class ServeInfo:
     broker_name: str
     store: Path
     vip_port: int | None
+    ha_port: int | None = None  # where slaves connect (a master); None on a slave
+    role: str = "ASYNC_MASTER"
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -96,6 +98,7 @@ class Serve:
         self.servers: list[RemotingServer] = []
         self._stop = asyncio.Event()
         self.info: ServeInfo | None = None
+        self.replication: Any = None
 
     def _broker_handler(self, cmd: RemotingCommand, conn: Connection) -> Any:
         """The controller's answer: a response now, or an awaitable of one."""
@@ -152,6 +155,15 @@ class Serve:
             await self.close_servers()
             raise
         _ensure_delivery(self.local)
+        from rmqtool.broker.replication import start_replication
+
+        try:
+            self.replication = start_replication(self.local, self.listen_host, ephemeral=self.opts.broker_port == 0)
+        except BaseException:
+            await self.close_servers()
+            await loop.run_in_executor(None, self.local.close)
+            self.local = None
+            raise
         from rmqtool.broker.controller import BrokerController
 
         advertised = Host(cfg.broker_ip1, broker.port)
@@ -160,9 +172,10 @@ class Serve:
         # besides our own name server, `--namesrv-addr` / broker.conf `namesrvAddr`
         addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
         self.controller = BrokerController(self.local, advertised, routes=self.routes, namesrv_addrs=addrs)
+        self.controller.replication = self.replication  # haStatus, masterAddr updates from the name server
         await self.controller.start()
         self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
-                              Path(cfg.store_path_root_dir), vip_port)
+                              Path(cfg.store_path_root_dir), vip_port, self.replication.ha_port, cfg.broker_role)
         return self.info
 
     def _conf_keys(self) -> set[str]:
@@ -185,6 +198,9 @@ class Serve:
         await self.close_servers()
         if self.controller is not None:
             await self.controller.stop()
+        if self.replication is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.replication.stop)
+            self.replication = None
         if self.local is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.local.close)
             self.local = None
@@ -218,3 +234,10 @@ async def serve_forever(opts: ServeOptions, ready: Callable[[ServeInfo], None]) 
 def ready_line(info: ServeInfo) -> str:
     return (f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, "
             f"store {info.store}")
+
+
+def replication_line(info: ServeInfo, master: str | None) -> str:
+    """The second ready line: where slaves connect, or which master this slave follows."""
+    if info.ha_port is not None:
+        return f"rmqtool serve: {info.role}, HA listening on {info.broker.ip}:{info.ha_port}"
+    return f"rmqtool serve: SLAVE, following HA master {master or '(from the name server)'}"
