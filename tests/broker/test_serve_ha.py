@@ -92,7 +92,7 @@ def test_sync_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path
             w = Wire(master.broker)
             stop = threading.Event()
 
-            def load() -> None:
+            def load(w: Wire, stop: threading.Event, rnd: int) -> None:
                 i = 0
                 while not stop.is_set():
                     try:
@@ -104,7 +104,7 @@ def test_sync_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path
                     i += 1
 
             before = len(acked)
-            t = threading.Thread(target=load, daemon=True)
+            t = threading.Thread(target=load, args=(w, stop, rnd), daemon=True)
             t.start()
             t0 = time.time()
             while len(acked) == before and time.time() - t0 < 20:  # the slave is back: sends are acked
