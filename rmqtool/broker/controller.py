@@ -102,6 +102,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.ha_server_addr = self.cluster.ha_server_addr(advertised.port)
         self.ha_master_addr: str | None = self.cluster.fixed_ha_master
         self.slave_sync = SlaveSynchronize(local, self.broker_addr)
+        self.replication: Any = None  # broker/replication.py's Replication, set by serve before start()
         # name servers of other processes (namesrvAddr): registered with as a Java broker does
         self.registrar = NameServerRegistrar(namesrv_addrs, BrokerIdentity(
             self.cluster_name, self.broker_name, self.broker_addr, self.broker_id,
@@ -148,6 +149,11 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.loop = asyncio.get_running_loop()
         self.hold = PullHoldService(self.loop)
         self.store.arrival_listeners.append(self._on_arrival)
+        ha_port = getattr(self.replication, "ha_port", None)
+        if ha_port:  # where the HA service listens (another port than listenPort + 1 in tests)
+            self.ha_server_addr = f"{self.cluster.broker_ip2}:{ha_port}"
+            if self.registrar is not None:
+                self.registrar.identity.ha_server_addr = self.ha_server_addr
         if self.ha_master_addr is not None:  # haMasterAddress: the HA client follows it from the start
             self.set_ha_master_address(self.ha_master_addr)
         self.register_broker_all()

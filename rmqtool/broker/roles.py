@@ -12,21 +12,22 @@
   GET_ALL_SUBSCRIPTIONGROUP_CONFIG (AdminBrokerProcessor: the managers' JSON), and both answer
   GET_BROKER_HA_STATUS with HARuntimeInfo.
 
-The HA engine (store/ha) is reached through `local.ha_service` when it is there, duck-typed:
-`update_ha_master_address(addr)` and `update_master_address(addr)` on a slave, and
-`runtime_info(master_put_where) -> HARuntimeInfo` for 907. Without it a master reports no slave
-connections and a slave no transfer, which is what Java reports for a group with no HA traffic.
+The HA engine (store/ha) is reached through `self.replication` (broker/replication.py, set by
+serve): its `update_ha_master_address` / `update_master_address` on a slave, its HAService's
+connections and its HAClient's counters for 907. Without it (a controller made in tests) a master
+reports no slave connections and a slave no transfer.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 from rmqtool.remoting import fastjson
-from rmqtool.remoting.bodies_ha import HAClientRuntimeInfo, HARuntimeInfo
+from rmqtool.remoting.bodies_ha import HAClientRuntimeInfo, HAConnectionRuntimeInfo, HARuntimeInfo
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import Connection
@@ -110,18 +111,41 @@ class RoleProcessor:
         return cmd.response(body=fastjson.dumpb(info))
 
     def ha_runtime_info(self: Any) -> HARuntimeInfo:
-        """`DefaultHAService.getRuntimeInfo(commitLog.getMaxOffset())`."""
+        """`DefaultHAService.getRuntimeInfo(commitLog.getMaxOffset())`: a master lists its slave
+        connections (in sync: less than haMaxGapNotInSync behind), a slave its HA client."""
         put_where = int(self.store.max_phy_offset)
-        ha = getattr(self.local, "ha_service", None)
-        fn = getattr(ha, "runtime_info", None)
-        if fn is not None:
-            info = fn(put_where)
-            if isinstance(info, HARuntimeInfo):
-                return info
+        rep = getattr(self, "replication", None)
+        now = time.monotonic()
         if not self.cluster.is_slave:
-            return HARuntimeInfo(True, put_where, 0)
-        return HARuntimeInfo(False, 0, 0, [], HAClientRuntimeInfo(masterAddr=self.ha_master_addr,
-                                                                  maxOffset=put_where))
+            info = HARuntimeInfo(True, put_where, 0)
+            service = getattr(rep, "service", None)
+            gap = int(getattr(self.config, "ha_max_gap_not_in_sync", 256 * 1024 * 1024))
+            for c in service.connections_snapshot() if service is not None else []:
+                ack = int(c.slave_ack_offset)
+                in_sync = put_where - ack < gap
+                info.inSyncSlaveNums += in_sync
+                info.haConnectionInfo.append(HAConnectionRuntimeInfo(
+                    c.client_addr, ack, put_where - ack, in_sync,
+                    self._per_second(("conn", c.client_addr), int(c.transferred_bytes), now),
+                    max(0, int(c.next_transfer_from))))
+            return info
+        client = getattr(rep, "client", None)
+        addr = getattr(client, "master_ha_address", None) or self.ha_master_addr
+        return HARuntimeInfo(False, 0, 0, [], HAClientRuntimeInfo(
+            masterAddr=addr,
+            transferredByteInSecond=self._per_second(("client",), int(getattr(client, "received_bytes", 0)), now),
+            maxOffset=put_where, lastReadTimestamp=int(getattr(client, "last_read_ms", 0)),
+            lastWriteTimestamp=int(getattr(client, "last_write_ms", 0))))
+
+    def _per_second(self: Any, key: tuple[str, ...], total: int, now: float) -> int:
+        """Bytes per second since the previous haStatus (Java keeps a one-second counter; a rate
+        between two looks says the same for a steady stream)."""
+        samples = self.__dict__.setdefault("_ha_rate_samples", {})
+        prev = samples.get(key)
+        samples[key] = (now, total)
+        if prev is None or now <= prev[0]:
+            return 0
+        return int((total - prev[1]) / (now - prev[0]))
 
     # ------------------------------------------------------------ learning the master
     def handle_register_result(self: Any, result: tuple[str | None, str | None] | None) -> None:
@@ -139,7 +163,7 @@ class RoleProcessor:
         if ha_addr != self.ha_master_addr:
             log.info("HA master address %s -> %s", self.ha_master_addr, ha_addr)
         self.ha_master_addr = ha_addr
-        ha = getattr(self.local, "ha_service", None)
+        ha = getattr(self, "replication", None)
         for name, value in (("update_ha_master_address", ha_addr), ("update_master_address", master_addr)):
             fn = getattr(ha, name, None)
             if fn is not None:

@@ -49,8 +49,9 @@ class ServeInfo:
     broker_name: str
     store: Path | None
     vip_port: int | None
+    ha_port: int | None = None  # where slaves connect (a master); None on a slave
+    role: str = "ASYNC_MASTER"
     broker_id: int = 0
-    broker_role: str = "ASYNC_MASTER"
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -109,6 +110,7 @@ class Serve:
         self.servers: list[RemotingServer] = []
         self._stop = asyncio.Event()
         self.info: ServeInfo | None = None
+        self.replication: Any = None
 
     def _broker_handler(self, cmd: RemotingCommand, conn: Connection) -> Any:
         """The controller's answer: a response now, or an awaitable of one."""
@@ -170,6 +172,15 @@ class Serve:
             await self.close_servers()
             raise
         _ensure_delivery(self.local)
+        from rmqtool.broker.replication import start_replication
+
+        try:
+            self.replication = start_replication(self.local, self.listen_host, ephemeral=self.opts.broker_port == 0)
+        except BaseException:
+            await self.close_servers()
+            await loop.run_in_executor(None, self.local.close)
+            self.local = None
+            raise
         from rmqtool.broker.controller import BrokerController
 
         advertised = Host(cfg.broker_ip1, broker.port)
@@ -179,10 +190,11 @@ class Serve:
         addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
         routes = self.routes if mode == "all" else None
         self.controller = BrokerController(self.local, advertised, routes=routes, namesrv_addrs=addrs)
+        self.controller.replication = self.replication  # haStatus, masterAddr updates from the name server
         await self.controller.start()
         self.info = ServeInfo(Host(self.listen_host, ns.port) if mode == "all" else None, advertised,
-                              cfg.broker_name, Path(cfg.store_path_root_dir), vip_port,
-                              self.controller.broker_id, self.controller.cluster.broker_role)
+                              cfg.broker_name, Path(cfg.store_path_root_dir), vip_port, self.replication.ha_port,
+                              cfg.broker_role, self.controller.broker_id)
         return self.info
 
     def _conf_keys(self) -> set[str]:
@@ -205,6 +217,9 @@ class Serve:
         await self.close_servers()
         if self.controller is not None:
             await self.controller.stop()
+        if self.replication is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.replication.stop)
+            self.replication = None
         if self.local is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.local.close)
             self.local = None
@@ -239,8 +254,18 @@ def ready_line(info: ServeInfo) -> str:
     """One line on stderr once the listeners are up; its form depends on what runs."""
     if info.broker is None:
         return f"rmqtool serve: name server {info.namesrv}"
-    role = "" if info.broker_id == 0 and info.broker_role == "ASYNC_MASTER" else \
-        f" (brokerId {info.broker_id}, {info.broker_role})"
+    role = "" if info.broker_id == 0 and info.role == "ASYNC_MASTER" else \
+        f" (brokerId {info.broker_id}, {info.role})"
     if info.namesrv is None:
         return f"rmqtool serve: broker {info.broker_name} {info.broker}{role}, store {info.store}"
     return f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, store {info.store}"
+
+
+def replication_line(info: ServeInfo, master: str | None) -> str | None:
+    """The second ready line: where slaves connect, or which master this slave follows (none
+    for a name server alone)."""
+    if info.broker is None:
+        return None
+    if info.ha_port is not None:
+        return f"rmqtool serve: {info.role}, HA listening on {info.broker.ip}:{info.ha_port}"
+    return f"rmqtool serve: SLAVE, following HA master {master or '(from the name server)'}"

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from rmqtool.errors import InvalidMessage, StoreError
 from rmqtool.layouts.constants import (
@@ -57,6 +58,8 @@ __all__ = ["MessageStore", "PutResult", "GetMessageResult", "GetMessageStatus", 
 class PutMessageStatus(str, Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
 
@@ -141,6 +144,9 @@ class MessageStore:
         self._pending: collections.deque[DispatchRequest] = collections.deque()
         self._listener_lock = threading.RLock()
         self.flush_lock = threading.Lock()  # flushing vs. file deletion by cleanup
+        # the master side of replication (store/ha DefaultHAService), attached by whoever starts it:
+        # woken after every put, and waited on for SYNC_MASTER acknowledgements
+        self.ha_service: Any = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     @classmethod
@@ -357,6 +363,8 @@ class MessageStore:
         if self.read_only:
             raise StoreError("store opened read-only")
         config = self.config
+        if config.is_slave:  # DefaultMessageStore.checkStoreStatus: a slave's CommitLog is the master's copy
+            raise StoreError("message store is in slave mode, it takes no puts")
         file_size = config.mapped_file_size_commit_log
         max_size = config.max_message_size
         hooks = self.put_hooks
@@ -409,6 +417,12 @@ class MessageStore:
                     raise StoreError(f"flush failed: {fs.error}")
                 for r in results:
                     r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        ha = self.ha_service
+        if ha is not None:
+            status = ha.handle_ha(end, prepared)
+            if status is not None:
+                for r in results:
+                    r.status = status
         return results
 
     def _notify_arrivals(self, queues: Iterable[tuple[str, int]]) -> None:

@@ -51,7 +51,7 @@ def group(tmp_path_factory):
     try:
         ns_proc, ns = start_namesrv(tmp)
         procs.append(ns_proc)
-        m_proc, master = start_broker(tmp, "a-master", ns, master_conf("broker-a"))
+        m_proc, master = start_broker(tmp, "a-master", ns, master_conf("broker-a", slaveReadEnable="true"))
         procs.append(m_proc)
         create_topic(master, "ClusterT", 2)
         mw = Wire(master)
@@ -125,7 +125,7 @@ def test_slave_not_lagging_redirects_pulls_to_master(group):
         assert r.code == ResponseCode.PULL_RETRY_IMMEDIATELY
         assert r.ext_fields["suggestWhichBrokerId"] == "0"
         r = _pull(mw, "ClusterT", 0)
-        assert r.code == ResponseCode.SUCCESS  # a master without slaveReadEnable always says 0
+        assert r.code == ResponseCode.SUCCESS  # in memory: the group's brokerId, the master
         assert r.ext_fields["suggestWhichBrokerId"] == "0"
     finally:
         sw.close()
@@ -179,3 +179,38 @@ def test_bad_roles_are_refused_before_any_port_opens(tmp_path):
     with pytest.raises(RuntimeError, match="brokerRole"):
         Proc(["--broker-only", "--store", str(tmp_path / "s"), "-c", str(conf), "--broker-port", "0"],
              tmp_path / "bad.stderr", re.compile("never"))
+
+
+def test_slave_follows_the_ha_address_the_name_server_gave(group):
+    """No haMasterAddress: the REGISTER_BROKER answer's haServerAddr starts replication, and the
+    slave serves the master's message itself (not lagging: suggesting the master)."""
+    sw = Wire(group["slave"])
+    try:
+        def replicated() -> bool:
+            r = sw.request(RequestCode.GET_MAX_OFFSET, {"topic": "ClusterT", "queueId": "0"})
+            return r.code == 0 and r.ext_fields.get("offset") == "1"
+
+        assert _wait(replicated, 20), group["slave_proc"].stderr
+        r = _pull(sw, "ClusterT", 0)
+        assert r.code == ResponseCode.SUCCESS and b"hello" in r.body
+        assert r.ext_fields["suggestWhichBrokerId"] == "0"
+    finally:
+        sw.close()
+
+
+def test_master_suggests_the_slave_when_the_data_is_out_of_memory(group):
+    """accessMessageInMemoryMaxRatio=0: any data behind the CommitLog's end counts as not in
+    memory, so the master suggests whichBrokerWhenConsumeSlowly (1) as PullMessageProcessor does."""
+    p, addr = start_broker(group["tmp"], "b-master", group["ns_addr"],
+                           master_conf("broker-b", slaveReadEnable="true", accessMessageInMemoryMaxRatio="0"))
+    try:
+        create_topic(addr, "SlowT", 1)
+        w = Wire(addr)
+        for body in (b"one", b"two"):
+            assert w.request(RequestCode.SEND_MESSAGE_V2, send_ext("SlowT", 0), body).code == 0
+        r = _pull(w, "SlowT", 0)
+        assert r.code == ResponseCode.SUCCESS
+        assert r.ext_fields["suggestWhichBrokerId"] == "1"
+        w.close()
+    finally:
+        p.stop()
