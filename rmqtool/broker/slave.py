@@ -5,7 +5,9 @@ remoting port, pulled by the slave: the topic table (GET_ALL_TOPIC_CONFIG, throu
 VIP channel as BrokerOuterAPI asks it), consumer offsets (GET_ALL_CONSUMER_OFFSET), delay-level
 offsets (GET_ALL_DELAY_OFFSET) and subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG). As in
 Java each one is taken over as a whole when its DataVersion differs (offsets always, merged over
-ours with `putAll`), persisted, and a failure of one is logged without stopping the others.
+ours with `putAll`), persisted, and a failure of one is logged without stopping the others. The
+copied tables keep the master's DataVersion (`assignNewOne`); Java's slave then bumps its own once
+per topic and group it deletes and re-adds on the way, which only makes its next check copy again.
 
 Java 5.3.3 also copies message-request modes (GET_ALL_MESSAGE_REQUEST_MODE) and, with the timer
 wheel, timer metrics and checkpoint; rmqtool's broker keeps neither table, so those are not asked.
