@@ -3,6 +3,8 @@
 - A slave refuses sends: Java's CommitLog answers PutMessageStatus.SERVICE_NOT_AVAILABLE in slave
   mode and SendMessageProcessor turns it into SERVICE_NOT_AVAILABLE with its "messages are put to
   the slave" remark. The refusal comes before msgCheck here, so a send to a slave creates no topic.
+  A send-back gets "no master available along with <brokerIP1>" (peekMasterBroker is null on a
+  slave), END_TRANSACTION SLAVE_NOT_AVAILABLE (EndTransactionProcessor).
 - A slave with slaveReadEnable=false refuses pulls: PullMessageProcessor.rejectRequest, which
   NettyRemotingAbstract answers with SYSTEM_BUSY "[REJECTREQUEST]...".
 - A slave learns masterAddr and haServerAddr from its REGISTER_BROKER answers
@@ -69,9 +71,10 @@ class RoleProcessor:
             RequestCode.GET_BROKER_HA_STATUS: self.process_broker_ha_status,
         }
         if self.cluster.is_slave:
-            for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
-                         RequestCode.CONSUMER_SEND_MSG_BACK):
+            for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
                 handlers[code] = self.process_send_to_slave
+            handlers[RequestCode.CONSUMER_SEND_MSG_BACK] = self.process_send_back_to_slave
+            handlers[RequestCode.END_TRANSACTION] = self.process_end_transaction_on_slave
             if not self.cluster.slave_read_enable:
                 handlers[RequestCode.PULL_MESSAGE] = self.reject_request
                 handlers[RequestCode.LITE_PULL_MESSAGE] = self.reject_request
@@ -81,6 +84,16 @@ class RoleProcessor:
     def process_send_to_slave(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE,
                             remark=slave_send_remark(Path(self.config.store_path_root_dir)))
+
+    def process_send_back_to_slave(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """`consumerSendMsgBack`: `peekMasterBroker()` is null on a slave."""
+        return cmd.response(ResponseCode.SYSTEM_ERROR,
+                            remark=f"no master available along with {self.cluster.broker_ip1}")
+
+    def process_end_transaction_on_slave(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """EndTransactionProcessor: "Message store is slave mode, so end transaction is forbidden"."""
+        log.warning("Message store is slave mode, so end transaction is forbidden. ")
+        return cmd.response(ResponseCode.SLAVE_NOT_AVAILABLE)
 
     def reject_request(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SYSTEM_BUSY, remark=REJECT_REQUEST_REMARK)

@@ -214,3 +214,38 @@ def test_master_suggests_the_slave_when_the_data_is_out_of_memory(group):
         w.close()
     finally:
         p.stop()
+
+
+def test_slave_refuses_send_back_and_end_transaction_as_java(group):
+    sw = Wire(group["slave"])
+    try:
+        r = sw.request(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": "0", "group": "cg", "delayLevel": "0",
+                                                            "originMsgId": "X", "originTopic": "ClusterT"})
+        assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "no master available along with 127.0.0.1"
+        r = sw.request(RequestCode.END_TRANSACTION, {"producerGroup": "pg", "tranStateTableOffset": "0",
+                                                     "commitLogOffset": "0", "commitOrRollback": "8",
+                                                     "fromTransactionCheck": "false", "msgId": "X"})
+        assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE
+    finally:
+        sw.close()
+
+
+def test_lagging_slave_keeps_the_reader_and_suggests_which_broker_when_consume_slowly(group):
+    """A slave whose data is out of memory (accessMessageInMemoryMaxRatio=0) answers what it has
+    and suggests whichBrokerWhenConsumeSlowly (1) instead of sending the reader to the master."""
+    p, addr = start_broker(group["tmp"], "a-slave3", group["ns_addr"],
+                           slave_conf("broker-a", 3, accessMessageInMemoryMaxRatio="0"))
+    w = Wire(addr)
+    try:
+        def replicated_and_synced() -> bool:
+            r = w.request(RequestCode.GET_MAX_OFFSET, {"topic": "ClusterT", "queueId": "0"})
+            return (r.code == 0 and r.ext_fields.get("offset") == "1"
+                    and b"ClusterT" in w.request(RequestCode.GET_ALL_TOPIC_CONFIG).body)
+
+        assert _wait(replicated_and_synced, 20), p.stderr
+        r = _pull(w, "ClusterT", 0)
+        assert r.code == ResponseCode.SUCCESS and b"hello" in r.body
+        assert r.ext_fields["suggestWhichBrokerId"] == "1"
+    finally:
+        w.close()
+        p.stop()
