@@ -27,6 +27,7 @@ from tests.cluster_helpers import free_broker_port, master_conf, slave_conf, sta
 FAST = ClientConfig(poll_name_server_interval=1.0, rebalance_interval=1.0, persist_consumer_offset_interval=0.5,
                     heartbeat_broker_interval=1.0)
 TOPIC = "FailoverT"
+LAST_MOMENT = 5  # at most this many acknowledged by the ASYNC_MASTER may not be on its slave yet at the kill
 
 
 def _wait(cond, timeout: float) -> bool:
@@ -96,7 +97,7 @@ def test_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path):
         producer = SteadyProducer(ns)
         producer.start()
         assert _wait(lambda: {b for _, _, b in producer.acked} == {"broker-a", "broker-b"}, 30)
-        time.sleep(1.0)
+        time.sleep(3.0)
         killed_at = time.monotonic()
         procs["a0"].stop(signal.SIGKILL)
         # sends go on, all to broker-b, within the client's fault-avoidance window
@@ -122,7 +123,7 @@ def test_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path):
         try:
             # broker-a's master is down: its messages come from its slave (all but those acknowledged
             # in the last moment before the kill, which the async slave may not have had yet)
-            assert _wait(lambda: len(got & on_a) >= len(on_a) - 50 and (acked - on_a) <= got, 60), \
+            assert _wait(lambda: len(got & on_a) >= len(on_a) - LAST_MOMENT and (acked - on_a) <= got, 60), \
                 (len(got & on_a), len(on_a), len((acked - on_a) - got))
             from_slave = len(got & on_a)
             procs["a0"], _ = start_broker(tmp_path, "a0-again", ns,
@@ -131,7 +132,7 @@ def test_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path):
             assert _wait(lambda: acked <= got, 60), f"lost: {sorted(acked - got)[:10]} of {len(acked - got)}"
         finally:
             consumer.shutdown()
-        assert from_slave > 0
+        assert from_slave >= len(on_a) - LAST_MOMENT > 0
     finally:
         for p in procs.values():
             p.stop()
