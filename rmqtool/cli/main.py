@@ -24,7 +24,7 @@ app = typer.Typer(
 )
 
 # command name -> module under rmqtool.cli defining `register(app)`
-COMMANDS = ["serve", "send", "consume", "replay", "inspect", "verify", "repair"]
+COMMANDS = ["serve", "send", "consume", "replay", "inspect", "verify", "repair", "replicate"]
 
 _debug = False
 

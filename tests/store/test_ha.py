@@ -310,3 +310,34 @@ def test_slave_drops_a_master_that_sends_garbage(tmp_path, cfg):
         sstore.close()
         lsock.close()
     assert commitlog_files(tmp_path / "slave") == before
+
+
+def test_transfers_cut_anywhere_write_whole_records_only(tmp_path, cfg):
+    """The appender fed the master's bytes in odd-sized pieces: the slave's end is always a record
+    boundary (readers never see half a record), and the files come out identical."""
+    from rmqtool.store.ha import ReplicaAppender
+
+    mstore = MessageStore.open(tmp_path / "master", cfg)
+    put(mstore, 0, 200)
+    mstore.flush()
+    ends = {0} | {r.commit_log_offset + r.total_size for r in mstore.commitlog.iter_records(0)}
+    ends |= {mf.from_offset for mf in mstore.commitlog.mfq.files}
+    total = mstore.commitlog.max_offset
+    raw = b"".join((tmp_path / "master" / "commitlog" / mf.path.name).read_bytes()[: mf.wrote_position]
+                   for mf in mstore.commitlog.mfq.files)
+    mstore.close()
+    sstore = MessageStore.open(tmp_path / "slave", slave_config(cfg))
+    app = ReplicaAppender(sstore)
+    rng = __import__("random").Random(5)
+    off = 0
+    while off < total:
+        n = min(rng.choice([1, 7, 90, 500, 4096, 20000]), total - off, cfg.mapped_file_size_commit_log
+                - off % cfg.mapped_file_size_commit_log)
+        app.append(off, raw[off : off + n])
+        off += n
+        assert sstore.commitlog.max_offset in ends
+        assert app.next_offset == off
+    assert sstore.commitlog.max_offset == total
+    sstore.close()
+    assert commitlog_files(tmp_path / "slave") == commitlog_files(tmp_path / "master")
+    assert verify_problems(tmp_path / "slave") == []

@@ -4,7 +4,7 @@
 bytes a master transfers are copied into the slave's CommitLog at the same offsets (so its files
 are byte-identical to the master's), and every record that is complete is dispatched into the
 slave's own ConsumeQueues and index as a local append would be. A transfer may end inside a
-record; the rest of it comes with the next transfer and the record is dispatched then.
+record; that record is written and dispatched when the next transfer brings the rest.
 
 Nothing already in the slave's CommitLog is ever rewritten: an append must start exactly at the
 slave's max offset, and the first bytes after a (re)connection must begin a record that says it
@@ -53,6 +53,8 @@ class ReplicaAppender:
         # recovery dispatched (and truncated to) whole records: everything below max offset is done
         self.dispatch_from = self.cl.max_offset
         self.records = 0
+        self.pending = b""  # the start of a record the master has not sent all of yet
+        self._blank_file: int | None = None  # base of the file whose end-of-file blank is being copied
 
     @property
     def max_offset(self) -> int:
@@ -103,34 +105,89 @@ class ReplicaAppender:
             return None
         return (str(mv[got[1] : got[1] + got[2]], "utf-8", "replace"), queue_id)
 
+    @property
+    def next_offset(self) -> int | None:
+        """Where the master's next transfer must start: after what is written and held back.
+        None in an empty store, where the master picks the start (a file start)."""
+        if not self.cl.mfq.files and not self.pending:
+            return None
+        return self.cl.max_offset + len(self.pending)
+
+    def reset(self) -> None:
+        """A new connection: the master starts again from what is written; the held-back tail goes."""
+        self.pending = b""
+
     def append(self, offset: int, data: bytes | memoryview) -> list[tuple[str, int]]:
-        """Write `data` at `offset` (the store's max offset, or a file start in an empty store)
-        and dispatch the records it completes; returns the (topic, queueId) pairs that got units."""
+        """Store the master's bytes `data` from `offset` (the store's next offset, or a file start
+        in an empty store) and dispatch the records they complete; returns the (topic, queueId)
+        pairs that got units.
+
+        Only whole records are written (and the blank closing a file with its padding): the
+        tail of a record cut by the transfer waits in memory for the rest, so a reader of the
+        store (inspect, verify, a pull) never sees half a record, and a restart loses nothing
+        the master will not send again from the offset this store reports.
+        """
         cl = self.cl
         mfq = cl.mfq
         fs = self.file_size
         with cl.put_lock:
             if self.store.closed:
                 raise StoreError("store is closed")
-            if mfq.files:
-                if offset != cl.max_offset:
-                    raise ReplicaDiverged(f"transfer at offset {offset}, this store ends at {cl.max_offset}")
+            expected = self.next_offset
+            if expected is not None:
+                if offset != expected:
+                    raise ReplicaDiverged(f"transfer at offset {offset}, this store continues at {expected}")
             elif offset % fs:
                 raise ReplicaError(f"the master starts at offset {offset}, not at a {fs}-byte CommitLog file start: "
                                    "its CommitLog file size differs from this store's")
             else:
                 self.dispatch_from = offset
+            if self.pending:
+                buf: bytes | memoryview = self.pending + bytes(data)
+                start = cl.max_offset
+            else:
+                buf, start = data, offset
+            whole = self._whole_prefix(start, buf)
+            view = memoryview(buf)
             pos = 0
-            total = len(data)
-            view = memoryview(data)
-            while pos < total:
+            while pos < whole:
                 mf = mfq.last
                 if mf is None or mf.is_full():
-                    mf = mfq.new_file(offset + pos)
-                n = min(mf.remaining, total - pos)
+                    mf = mfq.new_file(start + pos)
+                n = min(mf.remaining, whole - pos)
                 mf.append(view[pos : pos + n])
                 pos += n
+            self.pending = bytes(view[whole:])
             return self._dispatch_locked()
+
+    def _whole_prefix(self, start: int, buf: bytes | memoryview) -> int:
+        """How many bytes of `buf` (from CommitLog offset `start`) are whole records or blank padding."""
+        fs = self.file_size
+        n = len(buf)
+        pos = 0
+        off = start
+        while pos < n:
+            in_file = off % fs
+            if self._blank_file == off - in_file:  # the padding after a blank runs to the file end
+                take = min(fs - in_file, n - pos)
+                pos += take
+                off += take
+                if off % fs == 0:
+                    self._blank_file = None
+                continue
+            if n - pos < 8:
+                break
+            size, magic = _II.unpack_from(buf, pos)
+            if magic == BLANK_MAGIC_CODE:
+                self._blank_file = off - in_file
+                continue
+            if size < 8 or size > fs - in_file:
+                raise ReplicaError(f"the master sent no valid record at offset {off} (size {size}, magic {magic:#x})")
+            if n - pos < size:
+                break
+            pos += size
+            off += size
+        return pos
 
     def _dispatch_locked(self) -> list[tuple[str, int]]:
         """`ReputMessageService.doReput` up to the write position: whole records only."""

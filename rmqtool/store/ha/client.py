@@ -147,6 +147,7 @@ class HAClient:
         sock.settimeout(1.0)
         heartbeat_ms = cfg.ha_send_heartbeat_interval
         housekeeping_ms = cfg.ha_housekeeping_interval
+        appender.reset()
         reported = appender.max_offset
         sock.sendall(REPORT_HEADER.pack(reported))
         last_write = last_read = _now_ms()
@@ -178,11 +179,11 @@ class HAClient:
             pos = 0
             while have - pos >= TRANSFER_HEADER_SIZE:
                 master_offset, size = TRANSFER_HEADER.unpack_from(buf, pos)
-                mine = appender.max_offset
+                mine = appender.next_offset
                 if size < 0 or size > SLAVE_READ_MAX_BUFFER_SIZE - TRANSFER_HEADER_SIZE:
                     log.warning("HA master sent a transfer of %d bytes: closing", size)
                     return
-                if (mine != 0 or self.store.commitlog.mfq.files) and master_offset != mine:
+                if mine is not None and master_offset != mine:
                     log.warning("HA master offset %d is not this slave's max offset %d: closing", master_offset, mine)
                     return
                 if have - pos < TRANSFER_HEADER_SIZE + size:
