@@ -86,11 +86,13 @@ def test_route_and_cluster_list_master_and_slave(group):
 def test_slave_copies_topics_offsets_and_groups_from_master(group):
     sw = Wire(group["slave"])
     try:
-        def has_topic() -> bool:
+        def has_topic_and_group() -> bool:  # the last table a syncAll copies: the subscription groups
             r = sw.request(RequestCode.GET_ALL_TOPIC_CONFIG)
-            return r.code == 0 and "ClusterT" in fastjson.loads(r.body)["topicConfigTable"]
+            g = sw.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            return (r.code == 0 and "ClusterT" in fastjson.loads(r.body)["topicConfigTable"]
+                    and "cg" in fastjson.loads(g.body)["subscriptionGroupTable"])
 
-        assert _wait(has_topic, 20), group["slave_proc"].stderr
+        assert _wait(has_topic_and_group, 20), group["slave_proc"].stderr
         r = sw.request(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "cg", "topic": "ClusterT",
                                                            "queueId": "0"})
         assert r.code == 0 and r.ext_fields["offset"] == "1"
