@@ -1,5 +1,9 @@
 """`rmqtool serve`: a name server and one broker in one asyncio process (cli.md, protocol.md §1.1).
 
+`--namesrv-only` runs the name server alone (as `mqnamesrv`), `--broker-only` the broker alone
+(as `mqbroker`: it registers with `--namesrv-addr` / namesrvAddr only); this is how masters and
+slaves of several broker groups make one cluster.
+
 Ports are bound before the store opens, so an ephemeral broker port (0, for tests) is known
 when the store stamps its address into records and msgIds. The broker also listens on
 `broker port - 2` (the VIP channel of clients <= 4.4) when that port is free.
@@ -36,15 +40,19 @@ class ServeOptions:
     flush: str | None = None  # "sync" | "async"
     config_file: Path | None = None
     namesrv_addr: str | None = None  # name servers of other processes to register with (namesrvAddr)
+    mode: str = "all"  # "all" | "namesrv" (mqnamesrv) | "broker" (mqbroker)
 
 
 @dataclass
 class ServeInfo:
-    namesrv: Host
-    broker: Host
+    namesrv: Host | None
+    broker: Host | None
     broker_name: str
-    store: Path
+    store: Path | None
     vip_port: int | None
+    ha_port: int | None = None  # where slaves connect (a master); None on a slave
+    role: str = "ASYNC_MASTER"
+    broker_id: int = 0
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -87,8 +95,14 @@ class Serve:
     """Owns the sockets, the LocalBroker and the controller; `run()` until `stop()`."""
 
     def __init__(self, opts: ServeOptions) -> None:
+        if opts.mode not in ("all", "namesrv", "broker"):
+            raise InvalidInput(f"serve mode must be all, namesrv or broker, not {opts.mode!r}")
         self.opts = opts
         self.config = build_config(opts)
+        if opts.mode != "namesrv":
+            from rmqtool.broker.cluster import ClusterSettings
+
+            ClusterSettings.from_config(self.config)  # a bad brokerRole / brokerId fails before any port opens
         self.listen_host = opts.host or "127.0.0.1"
         self.controller: Any = None
         self.local: Any = None
@@ -97,6 +111,7 @@ class Serve:
         self.servers: list[RemotingServer] = []
         self._stop = asyncio.Event()
         self.info: ServeInfo | None = None
+        self.replication: Any = None
 
     def _broker_handler(self, cmd: RemotingCommand, conn: Connection) -> Any:
         """The controller's answer: a response now, or an awaitable of one."""
@@ -121,13 +136,18 @@ class Serve:
 
         cfg = self.config
         budget = FrameBudget()  # one cap on partial frames for all three listeners of the process
+        mode = self.opts.mode
         ns = RemotingServer(self._ns_handler, self.listen_host, self.opts.namesrv_port,
                             on_close=self.routes.on_channel_destroy, budget=budget)
         broker = RemotingServer(self._broker_handler, self.listen_host, cfg.listen_port, on_close=self._broker_closed,
                                 budget=budget)
         try:
-            await ns.start()
-            self.servers.append(ns)
+            if mode != "broker":
+                await ns.start()
+                self.servers.append(ns)
+            if mode == "namesrv":
+                self.info = ServeInfo(Host(self.listen_host, ns.port), None, "", None, None)
+                return self.info
             await broker.start()
             self.servers.append(broker)
         except OSError as e:
@@ -155,6 +175,15 @@ class Serve:
             await self.close_servers()
             raise
         _ensure_delivery(self.local)
+        from rmqtool.broker.replication import start_replication
+
+        try:
+            self.replication = start_replication(self.local, self.listen_host, ephemeral=self.opts.broker_port == 0)
+        except BaseException:
+            await self.close_servers()
+            await loop.run_in_executor(None, self.local.close)
+            self.local = None
+            raise
         from rmqtool.broker.controller import BrokerController
 
         advertised = Host(cfg.broker_ip1, broker.port)
@@ -162,10 +191,13 @@ class Serve:
 
         # besides our own name server, `--namesrv-addr` / broker.conf `namesrvAddr`
         addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
-        self.controller = BrokerController(self.local, advertised, routes=self.routes, namesrv_addrs=addrs)
+        routes = self.routes if mode == "all" else None
+        self.controller = BrokerController(self.local, advertised, routes=routes, namesrv_addrs=addrs)
+        self.controller.replication = self.replication  # haStatus, masterAddr updates from the name server
         await self.controller.start()
-        self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
-                              Path(cfg.store_path_root_dir), vip_port)
+        self.info = ServeInfo(Host(self.listen_host, ns.port) if mode == "all" else None, advertised,
+                              cfg.broker_name, Path(cfg.store_path_root_dir), vip_port, self.replication.ha_port,
+                              cfg.broker_role, self.controller.broker_id)
         return self.info
 
     def _conf_keys(self) -> set[str]:
@@ -188,6 +220,9 @@ class Serve:
         await self.close_servers()
         if self.controller is not None:
             await self.controller.stop()
+        if self.replication is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.replication.stop)
+            self.replication = None
         if self.local is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.local.close)
             self.local = None
@@ -219,5 +254,21 @@ async def serve_forever(opts: ServeOptions, ready: Callable[[ServeInfo], None]) 
 
 
 def ready_line(info: ServeInfo) -> str:
-    return (f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, "
-            f"store {info.store}")
+    """One line on stderr once the listeners are up; its form depends on what runs."""
+    if info.broker is None:
+        return f"rmqtool serve: name server {info.namesrv}"
+    role = "" if info.broker_id == 0 and info.role == "ASYNC_MASTER" else \
+        f" (brokerId {info.broker_id}, {info.role})"
+    if info.namesrv is None:
+        return f"rmqtool serve: broker {info.broker_name} {info.broker}{role}, store {info.store}"
+    return f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, store {info.store}"
+
+
+def replication_line(info: ServeInfo, master: str | None) -> str | None:
+    """The second ready line: where slaves connect, or which master this slave follows (none
+    for a name server alone)."""
+    if info.broker is None:
+        return None
+    if info.ha_port is not None:
+        return f"rmqtool serve: {info.role}, HA listening on {info.broker.ip}:{info.ha_port}"
+    return f"rmqtool serve: SLAVE, following HA master {master or '(from the name server)'}"

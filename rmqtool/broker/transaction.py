@@ -252,7 +252,12 @@ class TransactionProcessor:
         return status_name(self._renew_half(m, extra).status) == "PUT_OK"
 
     async def check_transactions(self: Any) -> int:
-        """One round of `TransactionalMessageCheckService`: CHECK_TRANSACTION_STATE to producers."""
+        """One round of `TransactionalMessageCheckService`: CHECK_TRANSACTION_STATE to producers.
+
+        Not on a slave: its half messages are its master's, which checks them (Java starts the
+        service on a master only, `changeSpecialServiceStatus`)."""
+        if getattr(self.store.config, "is_slave", False):
+            return 0
         if self.store.get_max_offset_in_queue(TRANS_HALF_TOPIC, 0) <= 0:
             return 0
         due = await self.run(self._scan_half, self.clock())

@@ -26,7 +26,7 @@ app = typer.Typer(
 )
 
 # command name -> module under rmqtool.cli defining `register(app)`
-COMMANDS = ["serve", "send", "consume", "replay", "inspect", "verify", "repair", "man"]
+COMMANDS = ["serve", "send", "consume", "replay", "inspect", "verify", "repair", "replicate", "man"]
 
 _debug = False
 # the next step for a store that a running broker holds: go through that broker

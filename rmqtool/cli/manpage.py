@@ -48,11 +48,18 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
                 ("Index entries of a key:", "rmqtool inspect index ~/store --topic TopicTest --key order-1")],
     "verify": [("Check a store, one JSON line per problem:", "rmqtool verify ~/store"),
                ("Only the kinds of problems, counted:", "rmqtool verify ~/store | jq -r .kind | sort | uniq -c")],
+    "replicate": [("Follow a production master's HA port into a local replica, then look inside it:",
+                   "rmqtool replicate --master broker-a:10912 --store ./replica --broker broker-a:10911"),
+                  ("Meanwhile, in another shell:", "rmqtool verify ./replica && rmqtool inspect store ./replica")],
     "repair": [("Show the plan:", "rmqtool repair ~/store --dry-run"),
                ("Repair a copy of a crashed broker's store:", "rmqtool repair /backup/store")],
 }
 
 EXIT_STATUS: dict[str, list[tuple[str, str]]] = {
+    "replicate": [("0", "stopped by SIGINT or SIGTERM, the replica closed cleanly."),
+                  ("2", "invalid --master/--broker address or a file size the store's files contradict."),
+                  ("3", "the store does not continue the master's data (nothing was overwritten), "
+                        "or it is locked or unreadable.")],
     "verify": [("0", "the store is clean."), ("1", "problems were found (one JSON line each on standard output)."),
                ("2", "STORE is not a store directory."), ("3", "a file could not be read.")],
     "repair": [("0", "the plan was printed (--dry-run) or carried out."),

@@ -18,6 +18,13 @@ import typer
 from rmqtool.cli import common
 
 
+def opts_master(opts) -> str | None:  # type: ignore[no-untyped-def]
+    """haMasterAddress from the broker.conf, if any (the ready line says whom a slave follows)."""
+    from rmqtool.broker.server import read_properties
+
+    return read_properties(opts.config_file).get("haMasterAddress") if opts.config_file else None
+
+
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
 
@@ -39,22 +46,32 @@ def serve(
     log_level: Annotated[str, typer.Option("--log-level", metavar="LEVEL",
                                            help="Diagnostics on stderr: DEBUG, INFO, WARNING.")] = "WARNING",
     json_out: Annotated[bool, typer.Option("--json", help="Also print the ready line as JSON on stdout.")] = False,
+    namesrv_only: Annotated[bool, typer.Option("--namesrv-only", help="Run the name server alone (as mqnamesrv).")] = False,
+    broker_only: Annotated[bool, typer.Option(
+        "--broker-only", help="Run the broker alone (as mqbroker); it registers with --namesrv. "
+                              "Role and id from broker.conf: brokerRole, brokerId.")] = False,
 ) -> None:
     """Run a RocketMQ name server and broker until SIGINT/SIGTERM.
 
     Prints one ready line on stderr; real RocketMQ clients connect with NAMESRV_ADDR=HOST:PORT.
     On SIGINT/SIGTERM it stops, closes the store cleanly and says so on stderr.
     """
-    from rmqtool.broker.server import ServeOptions, ready_line, serve_forever
+    from rmqtool.broker.server import ServeOptions, ready_line, replication_line, serve_forever
 
+    if namesrv_only and broker_only:
+        raise typer.BadParameter("--namesrv-only and --broker-only exclude each other")
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config, namesrv_addr)
+    mode = "namesrv" if namesrv_only else "broker" if broker_only else "all"
+    opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config, namesrv_addr, mode)
     started: list[Any] = []
 
     def ready(info: Any) -> None:
         started.append(info)
         print(ready_line(info), file=sys.stderr, flush=True)
+        line = replication_line(info, opts_master(opts))
+        if line is not None:
+            print(line, file=sys.stderr, flush=True)
         if json_out:
             print(common.json_line(ready_json(info)), flush=True)
 
@@ -62,11 +79,13 @@ def serve(
         asyncio.run(serve_forever(opts, ready))
     except KeyboardInterrupt:
         pass
-    if started:
+    if started and started[0].store:
         print(f"rmqtool serve: stopped; store {started[0].store} closed cleanly", file=sys.stderr, flush=True)
+    elif started:
+        print("rmqtool serve: stopped", file=sys.stderr, flush=True)
 
 
 def ready_json(info: Any) -> dict[str, Any]:
     """The ready line's facts: name server and broker addresses, broker name, store directory."""
-    return {"namesrv": str(info.namesrv), "broker": str(info.broker), "brokerName": info.broker_name,
+    return {"namesrv": str(info.namesrv) if info.namesrv else None, "broker": str(info.broker) if info.broker else None, "brokerName": info.broker_name,
             "store": str(info.store), "vipPort": info.vip_port}

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from rmqtool.errors import InvalidInput
 
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+
 
 @dataclass
 class StoreConfig:
@@ -49,6 +51,17 @@ class StoreConfig:
     mapped_file_size_timer_log: int = 104857600
     timer_wheel_enable: bool = True
     flush_delay_offset_interval: int = 10000
+    # classic master/slave replication (store/ha/): MessageStoreConfig's HA keys, 5.x defaults;
+    # ha_listen_port 0 means listenPort + 1, as BrokerStartup derives it
+    broker_role: str = "ASYNC_MASTER"
+    ha_listen_port: int = 0
+    ha_master_address: str = ""
+    in_sync_replicas: int = 1
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20000
+    ha_transfer_batch_size: int = 32768
+    ha_max_gap_not_in_sync: int = 268435456
+    slave_timeout: int = 3000
     # rmqtool-specific knobs (no RocketMQ equivalent): async flush period and sync flush timeout
     flush_interval_commit_log: int = 500
     sync_flush_timeout: int = 5000
@@ -79,7 +92,20 @@ class StoreConfig:
             except ValueError:
                 raise InvalidInput(f"config {key}={raw!r}: not a number") from None
             setattr(cfg, name, converted)
+        role = cfg.broker_role.strip().upper()
+        if role not in BROKER_ROLES:
+            raise InvalidInput(f"config brokerRole={cfg.broker_role!r}: expected one of {', '.join(BROKER_ROLES)}")
+        cfg.broker_role = role
         return cfg
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role.upper() == "SLAVE"
+
+    @property
+    def ha_port(self) -> int:
+        """haListenPort, or listenPort + 1 when it is not set."""
+        return self.ha_listen_port or self.listen_port + 1
 
     @property
     def store_host(self) -> tuple[str, int]:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from rmqtool.errors import InvalidMessage, StoreError
 from rmqtool.layouts.constants import (
@@ -61,6 +62,8 @@ __all__ = ["MessageStore", "PutResult", "GetMessageResult", "GetMessageStatus", 
 class PutMessageStatus(str, Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
@@ -123,6 +126,9 @@ class MessageStore:
         self.cleaner = CleanCommitLogService(root, config, self.commitlog, self.cqs, self.index, self.running_flags,
                                              self.flush_lock)
         self._refused = 0  # puts refused in a row (logged once per 50,000, as HookUtils does)
+        # the master side of replication (store/ha DefaultHAService), attached by whoever starts it:
+        # woken after every put, and waited on for SYNC_MASTER acknowledgements
+        self.ha_service: Any = None
 
     # -- lifecycle --------------------------------------------------------------------------------
     @classmethod
@@ -344,6 +350,8 @@ class MessageStore:
             return self._refuse(msgs, PutMessageStatus.SERVICE_NOT_AVAILABLE)
         self._refused = 0
         config = self.config
+        if config.is_slave:  # DefaultMessageStore.checkStoreStatus: a slave's CommitLog is the master's copy
+            raise StoreError("message store is in slave mode, it takes no puts")
         file_size = config.mapped_file_size_commit_log
         max_size = config.max_message_size
         hooks = self.put_hooks
@@ -399,6 +407,12 @@ class MessageStore:
                     raise StoreError(f"flush failed: {fs.error}")
                 for r in results:
                     r.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        ha = self.ha_service
+        if ha is not None:
+            status = ha.handle_ha(end, prepared)
+            if status is not None:
+                for r in results:
+                    r.status = status
         return results
 
     def _dispatch_locked(self, msgs: list[MessageExt], now: int,

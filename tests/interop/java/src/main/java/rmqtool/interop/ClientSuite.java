@@ -94,6 +94,7 @@ public final class ClientSuite {
         switch (mode) {
             case "produce": System.exit(produce(topic, count)); break;
             case "consume": System.exit(consume(topic, group, count)); break;
+            case "drain": System.exit(drain(topic, group, count)); break;
             default: break;
         }
         Map<String, Scenario> scenarios = new LinkedHashMap<>();
@@ -822,6 +823,43 @@ public final class ClientSuite {
             c.shutdown();
         }
         return col.seen.size() >= count ? 0 : 1;
+    }
+
+    /**
+     * Every message of every queue of {@code topic}, pulled from offset 0 with DefaultMQPullConsumer.
+     * Reads from a slave whose master is gone: a 5.x push or lite pull consumer of a new group
+     * must first ask the master for its offsets (RemoteBrokerOffsetStore, MQAdminImpl.minOffset
+     * go to brokerId 0 only), the pull itself goes to whichever broker of the group is there.
+     */
+    @SuppressWarnings("deprecation")
+    static int drain(String topic, String group, int count) throws Exception {
+        org.apache.rocketmq.client.consumer.DefaultMQPullConsumer c =
+            new org.apache.rocketmq.client.consumer.DefaultMQPullConsumer(group);
+        c.setNamesrvAddr(namesrv);
+        c.setInstanceName("drain_" + run);
+        c.setVipChannelEnabled(false);
+        c.start();
+        Set<String> seen = new HashSet<>();
+        try {
+            for (MessageQueue mq : c.fetchSubscribeMessageQueues(topic)) {
+                long offset = 0;
+                while (true) {
+                    org.apache.rocketmq.client.consumer.PullResult r = c.pull(mq, "*", offset, 32, 10_000);
+                    if (r.getPullStatus() != org.apache.rocketmq.client.consumer.PullStatus.FOUND) {
+                        System.err.println("DRAIN " + mq + " at " + offset + ": " + r);
+                        break;
+                    }
+                    for (MessageExt m : r.getMsgFoundList()) {
+                        out.println(json(m));
+                        seen.add(m.getMsgId());
+                    }
+                    offset = r.getNextBeginOffset();
+                }
+            }
+        } finally {
+            c.shutdown();
+        }
+        return seen.size() >= count ? 0 : 1;
     }
 
     private ClientSuite() {
