@@ -165,11 +165,20 @@ def catch_up_and_lag(kind: str, work: Path, preload_mb: int, load_s: float) -> d
     try:
         asyncio.run(_send_for(pair.master_addr, 4, count=preload_mb * 1024))
         target = max_offset(pair.master_addr)
-        t_start = time.monotonic()
         pair.start_slave()
-        # the first report of 0 starts the slave at the master's newest file: the whole preload
-        pair.wait_slave(target)
-        catch_up = target / (time.monotonic() - t_start) / 1e6  # includes the slave's start-up
+        # the first report of 0 starts the slave at the master's newest file: the whole preload.
+        # The rate counts from the first sample that saw the slave move (its start-up excluded).
+        first: tuple[float, int] | None = None
+        deadline = time.monotonic() + 600
+        while True:
+            now, got = time.monotonic(), max_offset(pair.slave_addr)
+            if first is None and got > 0:
+                first = (now, got)
+            if got >= target or now > deadline:
+                break
+            time.sleep(0.01)
+        assert first is not None and got >= target, f"{kind} slave stuck at {got} of {target}"
+        catch_up = (target - first[1]) / max(now - first[0], 1e-3) / 1e6
         # steady state under load
         base_m, base_s = max_offset(pair.master_addr), max_offset(pair.slave_addr)
         lags: list[int] = []
