@@ -176,10 +176,6 @@ class Serve:
         await self.controller.start()
         self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
                               Path(cfg.store_path_root_dir), vip_port, self.replication.ha_port, cfg.broker_role)
-        if self.replication.ha_port is not None:
-            log.info("%s: HA listening on %s:%d", cfg.broker_role, self.listen_host, self.replication.ha_port)
-        else:
-            log.info("SLAVE: following HA master %s", cfg.ha_master_address or "(from the name server)")
         return self.info
 
     def _conf_keys(self) -> set[str]:
@@ -239,3 +235,9 @@ def ready_line(info: ServeInfo) -> str:
     return (f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, "
             f"store {info.store}")
 
+
+def replication_line(info: ServeInfo, master: str | None) -> str:
+    """The second ready line: where slaves connect, or which master this slave follows."""
+    if info.ha_port is not None:
+        return f"rmqtool serve: {info.role}, HA listening on {info.broker.ip}:{info.ha_port}"
+    return f"rmqtool serve: SLAVE, following HA master {master or '(from the name server)'}"

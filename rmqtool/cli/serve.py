@@ -10,6 +10,13 @@ from pathlib import Path
 import typer
 
 
+def opts_master(opts) -> str | None:  # type: ignore[no-untyped-def]
+    """haMasterAddress from the broker.conf, if any (the ready line says whom a slave follows)."""
+    from rmqtool.broker.server import read_properties
+
+    return read_properties(opts.config_file).get("haMasterAddress") if opts.config_file else None
+
+
 def register(app: typer.Typer) -> None:
     app.command("serve")(serve)
 
@@ -32,7 +39,7 @@ def serve(
 
     Prints one ready line on stderr; real RocketMQ clients connect with NAMESRV_ADDR=HOST:PORT.
     """
-    from rmqtool.broker.server import ServeOptions, ready_line, serve_forever
+    from rmqtool.broker.server import ServeOptions, ready_line, replication_line, serve_forever
 
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -40,6 +47,7 @@ def serve(
 
     def ready(info) -> None:  # type: ignore[no-untyped-def]
         print(ready_line(info), file=sys.stderr, flush=True)
+        print(replication_line(info, opts_master(opts)), file=sys.stderr, flush=True)
 
     try:
         asyncio.run(serve_forever(opts, ready))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
+import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,13 +17,18 @@ from rmqtool.layouts.msgid import decode_offset_msg_id
 from tests.broker.conftest import TEST_CONF, ServeProcess, Wire, props, send_ext
 from tests.serve_helpers import rmqtool_env
 
+HA_LINE = re.compile(r"HA listening on ([\d.]+):(\d+)")
 SMALL = TEST_CONF.replace("mappedFileSizeCommitLog=67108864", "mappedFileSizeCommitLog=1048576")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def ha_addr(p: ServeProcess) -> str:
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        m = HA_LINE.search(p.stderr)
+        if m:
+            return f"{m.group(1)}:{m.group(2)}"
+        time.sleep(0.05)
+    raise AssertionError(p.stderr)
 
 
 def send(w: Wire, topic: str, i: int, **kv: str) -> tuple[int, str]:
@@ -41,18 +46,15 @@ def verify(root: Path) -> subprocess.CompletedProcess:
 
 
 def test_sync_master_and_slave_serve(tmp_path):
-    addr = f"127.0.0.1:{free_port()}"
-    master = ServeProcess(tmp_path / "master", SMALL + "brokerRole=SYNC_MASTER\ninSyncReplicas=2\nslaveTimeout=800\n"
-                          f"haListenPort={addr.rsplit(':', 1)[1]}\n", extra_args=("--log-level", "INFO"))
+    master = ServeProcess(tmp_path / "master", SMALL + "brokerRole=SYNC_MASTER\ninSyncReplicas=2\nslaveTimeout=800\n")
     slave = None
     try:
-        assert f"SYNC_MASTER: HA listening on {addr}" in master.stderr
+        addr = ha_addr(master)
         w = Wire(master.broker)
         code, _ = send(w, "HaTopic", 0)
         assert code == 12  # FLUSH_SLAVE_TIMEOUT: no slave yet (5.x classic mode never answers SLAVE_NOT_AVAILABLE)
-        slave = ServeProcess(tmp_path / "slave", SMALL + f"brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress={addr}\n",
-                             extra_args=("--log-level", "INFO"))
-        assert "SLAVE: following HA master " + addr in slave.stderr
+        slave = ServeProcess(tmp_path / "slave", SMALL + f"brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress={addr}\n")
+        assert "following HA master " + addr in slave.stderr
         t0 = time.time()
         while send(w, "HaTopic", 1)[0] != 0:  # the slave connects (its first report) within seconds
             assert time.time() - t0 < 20
@@ -75,12 +77,10 @@ def test_sync_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path
     """>= 20 rounds: SIGKILL the SYNC_MASTER at a random moment while a producer sends; every message
     it acknowledged is in the slave's CommitLog (checked by the offset msgId, record by record)."""
     rounds = 20
-    ha_port = free_port()
-    addr = f"127.0.0.1:{ha_port}"
-    conf = (SMALL + "brokerRole=SYNC_MASTER\ninSyncReplicas=2\nslaveTimeout=3000\nhaSendHeartbeatInterval=1000\n"
-            f"haListenPort={ha_port}\n")
+    conf = SMALL + "brokerRole=SYNC_MASTER\ninSyncReplicas=2\nslaveTimeout=3000\nhaSendHeartbeatInterval=1000\n"
     master = ServeProcess(tmp_path / "master", conf)
     port = master.broker.rsplit(":", 1)[1]
+    addr = ha_addr(master)
     slave = ServeProcess(tmp_path / "slave", SMALL + f"brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress={addr}\n"
                          "haSendHeartbeatInterval=1000\n")
     acked: list[str] = []
