@@ -251,3 +251,13 @@ def test_lagging_slave_keeps_the_reader_and_suggests_which_broker_when_consume_s
     finally:
         w.close()
         p.stop()
+
+
+def test_namesrv_only_and_broker_only_exclude_each_other(tmp_path):
+    from typer.testing import CliRunner
+
+    from rmqtool.cli.main import app
+
+    r = CliRunner().invoke(app, ["serve", "--namesrv-only", "--broker-only", "--store", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "exclude each other" in r.output
