@@ -208,7 +208,8 @@ class AdminProcessor:
         uptime_s = max(0, (now - self.boot_ms) // 1000)
         table = {
             "brokerVersionDesc": BROKER_VERSION_DESC,
-            "brokerActive": "true",  # a master that accepts writes; clusterList's #ACTIVATED
+            # isSpecialServiceRunning: the master runs them, a slave does not; clusterList's #ACTIVATED
+            "brokerActive": "false" if self.cluster.is_slave else "true",
             "brokerVersion": str(BROKER_VERSION),
             "bootTimestamp": str(self.boot_ms),
             "runtime": f"[ {uptime_s // 86400} days, {uptime_s // 3600 % 24} hours, {uptime_s // 60 % 60} minutes, "

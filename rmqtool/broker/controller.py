@@ -21,12 +21,15 @@ from typing import Any, TypeVar
 from rmqtool.broker.admin import AdminProcessor
 from rmqtool.broker.clientmanage import ClientManageProcessor
 from rmqtool.broker.clients import ClientManager
+from rmqtool.broker.cluster import ClusterSettings
 from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.pull import PullProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
+from rmqtool.broker.roles import RoleProcessor
 from rmqtool.broker.send import SendProcessor
+from rmqtool.broker.slave import SYNC_CHECK_INTERVAL_S, SlaveSynchronize
 from rmqtool.broker.transaction import TransactionProcessor
 from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic, StoreError
 from rmqtool.layouts.net import Host
@@ -54,8 +57,9 @@ def _int(extra: dict[str, str], name: str, default: int) -> int:
         return default
 
 
-class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, AdminProcessor, TransactionProcessor):
-    """One broker (id 0, master) over a LocalBroker, answering remoting requests."""
+class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, AdminProcessor, TransactionProcessor,
+                       RoleProcessor):
+    """One broker (a master, or a slave: brokerRole, cluster.py) over a LocalBroker, answering remoting requests."""
 
     def __init__(self, local: Any, advertised: Host, *, routes: RouteInfoManager | None = None,
                  workers: int = 16, namesrv_addrs: list[str] | None = None) -> None:
@@ -93,10 +97,16 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.boot_ms = self.clock()
         self.stats = {"put": 0, "get": 0}
         self._registered_version: tuple[int, int] | None = None
-        self.ha_server_addr = f"{advertised.ip}:{advertised.port + 1}"
+        self.cluster = ClusterSettings.from_config(self.config)
+        self.broker_id = self.cluster.broker_id
+        self.ha_server_addr = self.cluster.ha_server_addr(advertised.port)
+        self.ha_master_addr: str | None = self.cluster.fixed_ha_master
+        self.slave_sync = SlaveSynchronize(local, self.broker_addr)
+        self.replication: Any = None  # broker/replication.py's Replication, set by serve before start()
         # name servers of other processes (namesrvAddr): registered with as a Java broker does
         self.registrar = NameServerRegistrar(namesrv_addrs, BrokerIdentity(
-            self.cluster_name, self.broker_name, self.broker_addr, 0, self.ha_server_addr)) if namesrv_addrs else None
+            self.cluster_name, self.broker_name, self.broker_addr, self.broker_id,
+            self.ha_server_addr)) if namesrv_addrs else None
         self._remote_version: tuple[int, int] | None = None
         self._remote_at = 0.0
         self.register_period_s = _int(extra, "registerNameServerPeriod", 30_000) / 1000
@@ -132,24 +142,38 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             RequestCode.GET_BROKER_RUNTIME_INFO: self.process_broker_runtime_info,
             RequestCode.END_TRANSACTION: self.process_end_transaction,
         }
+        self.handlers.update(self.cluster_handlers())
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.hold = PullHoldService(self.loop)
         self.store.arrival_listeners.append(self._on_arrival)
+        ha_port = getattr(self.replication, "ha_port", None)
+        if ha_port:  # where the HA service listens (another port than listenPort + 1 in tests)
+            self.ha_server_addr = f"{self.cluster.broker_ip2}:{ha_port}"
+            if self.registrar is not None:
+                self.registrar.identity.ha_server_addr = self.ha_server_addr
+        if self.ha_master_addr is not None:  # haMasterAddress: the HA client follows it from the start
+            self.set_ha_master_address(self.ha_master_addr)
         self.register_broker_all()
+        master_only = self.special_services_start()
         for svc in getattr(self.local, "services", []):
-            svc.start()
+            if master_only or getattr(svc, "name", "") not in MASTER_ONLY_SERVICES:
+                svc.start()
         self._tasks = [
             asyncio.create_task(self._every(10.0, self._scan_clients), name="client-expiry"),
             asyncio.create_task(self._every(5.0, self._persist_offsets), name="offset-persist"),
             asyncio.create_task(self._every(30.0, self.register_broker_all), name="register-broker"),
             asyncio.create_task(self._every(1.0, self.register_remote), name="register-remote"),
             asyncio.create_task(self._every(5.0, self._scan_brokers), name="namesrv-expiry"),
-            asyncio.create_task(self._every(max(0.2, self.transaction_check_interval_ms / 1000),
-                                            self.check_transactions), name="transaction-check"),
         ]
+        if master_only:
+            self._tasks.append(asyncio.create_task(self._every(max(0.2, self.transaction_check_interval_ms / 1000),
+                                                               self.check_transactions), name="transaction-check"))
+        else:
+            self._tasks.append(asyncio.create_task(self._every(SYNC_CHECK_INTERVAL_S, self.slave_sync_tick),
+                                                   name="slave-synchronize"))
         if self.registrar is not None:
             first = asyncio.create_task(self.register_remote(force=True), name="register-remote-first")
             self._bg.add(first)
@@ -250,9 +274,10 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             return
         self._registered_version = version
         w = self.topic_config_wrapper()
-        self.routes.register_broker(self.cluster_name, self.broker_addr, self.broker_name, 0,
-                                    self.ha_server_addr, w.topicConfigTable,
-                                    w.dataVersion, None)
+        result = self.routes.register_broker(self.cluster_name, self.broker_addr, self.broker_name, self.broker_id,
+                                             self.ha_server_addr, w.topicConfigTable, w.dataVersion, None)
+        if self.registrar is None:
+            self.handle_register_result(result)
 
     async def register_remote(self, *, force: bool = False) -> int:
         """REGISTER_BROKER to the namesrvAddr name servers: every registerNameServerPeriod, and at
@@ -272,7 +297,9 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         wrapper = self.topic_config_wrapper()
         if periodic and not self.force_register and not await self.registrar.need_register(wrapper.dataVersion):
             return 0
-        return await self.registrar.register_all(wrapper)
+        n = await self.registrar.register_all(wrapper)
+        self.handle_register_result(self.registrar.first_result())
+        return n
 
     def _scan_brokers(self) -> None:
         """The name server's scanNotActiveBroker: every 5 s (Java's scanNotActiveBrokerInterval, so a
@@ -331,6 +358,9 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
     def now(self) -> int:
         return self.clock() if self.clock else int(time.time() * 1000)
 
+
+# services that write to the CommitLog: a slave does not run them (changeSpecialServiceStatus)
+MASTER_ONLY_SERVICES = frozenset({"schedule-message", "timer-message-store"})
 
 _MAPPED_ERRORS = (HeaderError, InvalidTopic, InvalidMessage, InvalidInput, StoreError)
 

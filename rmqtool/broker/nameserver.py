@@ -81,8 +81,12 @@ class RouteInfoManager:
 
     def register_broker(self, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str,
                         topics: dict[str, TopicConfig] | None, data_version: DataVersion,
-                        conn: Connection | None = None, heartbeat_timeout_millis: int | None = None) -> None:
-        """`registerBroker`; `heartbeat_timeout_millis` None (no header field) means the 120 s default."""
+                        conn: Connection | None = None,
+                        heartbeat_timeout_millis: int | None = None) -> tuple[str | None, str | None]:
+        """`registerBroker`; `heartbeat_timeout_millis` None (no header field) means the 120 s default.
+
+        Returns the RegisterBrokerResult's (haServerAddr, masterAddr): for a slave (id != 0) the
+        HA address and address of its live master, else (None, None), as Java answers."""
         self.cluster_addr_table.setdefault(cluster, set()).add(name)
         bd = self.broker_addr_table.get(name)
         first = bd is None
@@ -107,6 +111,12 @@ class RouteInfoManager:
                         del self.topic_queue_table[topic]
         timeout = DEFAULT_BROKER_CHANNEL_EXPIRED_TIME if heartbeat_timeout_millis is None else heartbeat_timeout_millis
         self.broker_live_table[addr] = BrokerLiveInfo(self.clock(), data_version, conn, ha_addr, cluster, timeout)
+        if broker_id != 0:
+            master = bd.brokerAddrs.get(0)
+            live = self._live(cluster, master) if master is not None else None
+            if live is not None:
+                return live.ha_server_addr, master
+        return None, None
 
     def _live(self, cluster: str, addr: str) -> BrokerLiveInfo | None:
         info = self.broker_live_table.get(addr)
@@ -269,11 +279,10 @@ class NameServerProcessor:
         except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark=f"bad register body: {e}")
         w = body.topicConfigSerializeWrapper
-        self.routes.register_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId, h.haServerAddr,
-                                    w.topicConfigTable, w.dataVersion, conn, h.heartbeatTimeoutMillis)
-        master = self.routes.broker_addr_table[h.brokerName].brokerAddrs.get(0)
-        resp = RegisterBrokerResponseHeader(h.haServerAddr if h.brokerId == 0 else None,
-                                            master if h.brokerId != 0 else None)
+        ha_addr, master = self.routes.register_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId,
+                                                      h.haServerAddr, w.topicConfigTable, w.dataVersion, conn,
+                                                      h.heartbeatTimeoutMillis)
+        resp = RegisterBrokerResponseHeader(ha_addr, master)
         return cmd.response(ext_fields=resp.to_ext(), body=fastjson.dumpb(KVTable()))
 
     def query_data_version(self, cmd: RemotingCommand) -> RemotingCommand:

@@ -178,7 +178,29 @@ class PullProcessor:
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
             else:
                 self.stats["get"] += len(raw)
-        # PullMessageResponseHeader(0, next, min, max).to_ext(), built directly
-        ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
+        suggest = 0
+        cluster = self.cluster
+        if cluster.slave_read_enable or cluster.is_slave:
+            suggest, code = self._suggest_which_broker_id(h, result, code)
+        # PullMessageResponseHeader(suggest, next, min, max).to_ext(), built directly
+        ext = {"suggestWhichBrokerId": str(suggest), "nextBeginOffset": str(result.next_begin_offset),
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
         return RemotingCommand(code, ext, body, cmd.opaque, RESPONSE_FLAG)
+
+    def _suggest_which_broker_id(self: Any, h: PullMessageRequestHeader, result: Any, code: int) -> tuple[int, int]:
+        """PullMessageProcessor: with slaveReadEnable, the group's whichBrokerWhenConsumeSlowly when
+        the data pulled is no longer in memory, else its brokerId; without, the master. A slave
+        whose reader is not lagging sends it back to the master, and a pull it found nothing for
+        becomes PULL_RETRY_IMMEDIATELY so the client asks the master at once."""
+        cluster = self.cluster
+        slow = cluster.suggest_pulling_from_slave(getattr(result, "fall_behind", None))
+        suggest = 0
+        if cluster.slave_read_enable:
+            group = self.local.subscriptions.find(h.consumerGroup, persist=False)
+            if group is not None:
+                suggest = group.which_broker_when_consume_slowly if slow else group.broker_id
+        if cluster.is_slave and not slow:  # minBrokerIdInGroup is the master's 0 (no acting master here)
+            suggest = 0
+            if code != ResponseCode.SUCCESS:
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        return suggest, code

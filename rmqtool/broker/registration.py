@@ -29,6 +29,7 @@ from rmqtool.remoting.headers import (
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
 from rmqtool.remoting.transport import Connection, connect
@@ -66,6 +67,9 @@ class NameServerRegistrar:
         self.timeout = timeout
         self._conns: dict[str, Connection] = {}
         self.last_errors: dict[str, str] = {}  # name server -> why its last registration failed
+        # the last round's RegisterBrokerResult (haServerAddr, masterAddr) per name server, in
+        # namesrvAddr order, None where it failed: a slave takes its master from the first one
+        self.last_results: list[tuple[str | None, str | None] | None] = []
 
     async def _conn(self, addr: str) -> Connection:
         conn = self._conns.get(addr)
@@ -97,7 +101,12 @@ class NameServerRegistrar:
         """Register with every name server at once; returns how many accepted."""
         cmd = self.register_command(wrapper)
         results = await asyncio.gather(*(self._register(addr, cmd) for addr in self.addrs))
-        return sum(results)
+        self.last_results = list(results)
+        return sum(r is not None for r in results)
+
+    def first_result(self) -> tuple[str | None, str | None] | None:
+        """`handleRegisterBrokerResult`: the first name server's answer that came back."""
+        return next((r for r in self.last_results if r is not None), None)
 
     async def need_register(self, version: DataVersion) -> bool:
         """`BrokerOuterAPI.needRegister`: does any name server lack this DataVersion?
@@ -124,23 +133,28 @@ class NameServerRegistrar:
 
         return any(await asyncio.gather(*(changed(a) for a in self.addrs)))
 
-    async def _register(self, addr: str, template: RemotingCommand) -> bool:
+    async def _register(self, addr: str, template: RemotingCommand) -> tuple[str | None, str | None] | None:
+        """One REGISTER_BROKER; the answer's (haServerAddr, masterAddr), None when it failed."""
         cmd = RemotingCommand.request(template.code, dict(template.ext_fields), template.body)
         try:
             resp = await self._call(addr, cmd)
         except (OSError, asyncio.TimeoutError, ConnectionError) as e:
             self._failed(addr, f"unreachable: {e}")
-            return False
+            return None
         except Exception as e:  # noqa: BLE001 - a name server's fault never stops the broker
             self._failed(addr, str(e))
-            return False
+            return None
         if resp.code != ResponseCode.SUCCESS:
             self._failed(addr, f"code {resp.code}: {resp.remark}")
-            return False
+            return None
         if addr in self.last_errors:
             log.info("registered with name server %s again", addr)
         self.last_errors.pop(addr, None)
-        return True
+        try:
+            h = RegisterBrokerResponseHeader.from_ext(resp.ext_fields or {})
+        except Exception:  # noqa: BLE001 - an answer without the header: nothing learned
+            return (None, None)
+        return (h.haServerAddr or None, h.masterAddr or None)
 
     def _failed(self, addr: str, why: str) -> None:
         if self.last_errors.get(addr) != why:

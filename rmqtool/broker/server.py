@@ -1,5 +1,9 @@
 """`rmqtool serve`: a name server and one broker in one asyncio process (cli.md, protocol.md §1.1).
 
+`--namesrv-only` runs the name server alone (as `mqnamesrv`), `--broker-only` the broker alone
+(as `mqbroker`: it registers with `--namesrv-addr` / namesrvAddr only); this is how masters and
+slaves of several broker groups make one cluster.
+
 Ports are bound before the store opens, so an ephemeral broker port (0, for tests) is known
 when the store stamps its address into records and msgIds. The broker also listens on
 `broker port - 2` (the VIP channel of clients <= 4.4) when that port is free.
@@ -35,17 +39,19 @@ class ServeOptions:
     flush: str | None = None  # "sync" | "async"
     config_file: Path | None = None
     namesrv_addr: str | None = None  # name servers of other processes to register with (namesrvAddr)
+    mode: str = "all"  # "all" | "namesrv" (mqnamesrv) | "broker" (mqbroker)
 
 
 @dataclass
 class ServeInfo:
-    namesrv: Host
-    broker: Host
+    namesrv: Host | None
+    broker: Host | None
     broker_name: str
-    store: Path
+    store: Path | None
     vip_port: int | None
     ha_port: int | None = None  # where slaves connect (a master); None on a slave
     role: str = "ASYNC_MASTER"
+    broker_id: int = 0
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -88,8 +94,14 @@ class Serve:
     """Owns the sockets, the LocalBroker and the controller; `run()` until `stop()`."""
 
     def __init__(self, opts: ServeOptions) -> None:
+        if opts.mode not in ("all", "namesrv", "broker"):
+            raise InvalidInput(f"serve mode must be all, namesrv or broker, not {opts.mode!r}")
         self.opts = opts
         self.config = build_config(opts)
+        if opts.mode != "namesrv":
+            from rmqtool.broker.cluster import ClusterSettings
+
+            ClusterSettings.from_config(self.config)  # a bad brokerRole / brokerId fails before any port opens
         self.listen_host = opts.host or "127.0.0.1"
         self.controller: Any = None
         self.local: Any = None
@@ -122,12 +134,17 @@ class Serve:
         from rmqtool.store.local import LocalBroker
 
         cfg = self.config
+        mode = self.opts.mode
         ns = RemotingServer(self._ns_handler, self.listen_host, self.opts.namesrv_port,
                             on_close=self.routes.on_channel_destroy)
         broker = RemotingServer(self._broker_handler, self.listen_host, cfg.listen_port, on_close=self._broker_closed)
         try:
-            await ns.start()
-            self.servers.append(ns)
+            if mode != "broker":
+                await ns.start()
+                self.servers.append(ns)
+            if mode == "namesrv":
+                self.info = ServeInfo(Host(self.listen_host, ns.port), None, "", None, None)
+                return self.info
             await broker.start()
             self.servers.append(broker)
         except OSError as e:
@@ -171,11 +188,15 @@ class Serve:
 
         # besides our own name server, `--namesrv-addr` / broker.conf `namesrvAddr`
         addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
-        self.controller = BrokerController(self.local, advertised, routes=self.routes, namesrv_addrs=addrs)
+        routes = self.routes if mode == "all" else None
+        if routes is None and not addrs:  # as mqbroker without namesrvAddr: it runs, no client finds it
+            log.warning("--broker-only without --namesrv-addr (namesrvAddr): registered with no name server")
+        self.controller = BrokerController(self.local, advertised, routes=routes, namesrv_addrs=addrs)
         self.controller.replication = self.replication  # haStatus, masterAddr updates from the name server
         await self.controller.start()
-        self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
-                              Path(cfg.store_path_root_dir), vip_port, self.replication.ha_port, cfg.broker_role)
+        self.info = ServeInfo(Host(self.listen_host, ns.port) if mode == "all" else None, advertised,
+                              cfg.broker_name, Path(cfg.store_path_root_dir), vip_port, self.replication.ha_port,
+                              cfg.broker_role, self.controller.broker_id)
         return self.info
 
     def _conf_keys(self) -> set[str]:
@@ -232,12 +253,21 @@ async def serve_forever(opts: ServeOptions, ready: Callable[[ServeInfo], None]) 
 
 
 def ready_line(info: ServeInfo) -> str:
-    return (f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, "
-            f"store {info.store}")
+    """One line on stderr once the listeners are up; its form depends on what runs."""
+    if info.broker is None:
+        return f"rmqtool serve: name server {info.namesrv}"
+    role = "" if info.broker_id == 0 and info.role == "ASYNC_MASTER" else \
+        f" (brokerId {info.broker_id}, {info.role})"
+    if info.namesrv is None:
+        return f"rmqtool serve: broker {info.broker_name} {info.broker}{role}, store {info.store}"
+    return f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, store {info.store}"
 
 
-def replication_line(info: ServeInfo, master: str | None) -> str:
-    """The second ready line: where slaves connect, or which master this slave follows."""
+def replication_line(info: ServeInfo, master: str | None) -> str | None:
+    """The second ready line: where slaves connect, or which master this slave follows (none
+    for a name server alone)."""
+    if info.broker is None:
+        return None
     if info.ha_port is not None:
         return f"rmqtool serve: {info.role}, HA listening on {info.broker.ip}:{info.ha_port}"
     return f"rmqtool serve: SLAVE, following HA master {master or '(from the name server)'}"

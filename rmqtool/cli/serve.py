@@ -34,6 +34,10 @@ def serve(
                                      help="Also register the broker with these name servers (host:port;host:port),"
                                           " e.g. a real Apache cluster's; broker.conf: namesrvAddr."),
     log_level: str = typer.Option("WARNING", "--log-level", help="Diagnostics on stderr: DEBUG, INFO, WARNING."),
+    namesrv_only: bool = typer.Option(False, "--namesrv-only", help="Run the name server alone (as mqnamesrv)."),
+    broker_only: bool = typer.Option(False, "--broker-only",
+                                     help="Run the broker alone (as mqbroker); it registers with --namesrv-addr."
+                                          " Role and id from broker.conf: brokerRole, brokerId."),
 ) -> None:
     """Run a RocketMQ name server and broker in one process until SIGINT/SIGTERM.
 
@@ -41,13 +45,18 @@ def serve(
     """
     from rmqtool.broker.server import ServeOptions, ready_line, replication_line, serve_forever
 
+    if namesrv_only and broker_only:
+        raise typer.BadParameter("--namesrv-only and --broker-only exclude each other")
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config, namesrv_addr)
+    mode = "namesrv" if namesrv_only else "broker" if broker_only else "all"
+    opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config, namesrv_addr, mode)
 
     def ready(info) -> None:  # type: ignore[no-untyped-def]
         print(ready_line(info), file=sys.stderr, flush=True)
-        print(replication_line(info, opts_master(opts)), file=sys.stderr, flush=True)
+        line = replication_line(info, opts_master(opts))
+        if line is not None:
+            print(line, file=sys.stderr, flush=True)
 
     try:
         asyncio.run(serve_forever(opts, ready))

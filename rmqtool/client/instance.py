@@ -108,6 +108,9 @@ class ClientInstance:
         self._namesrv_index = random.randrange(len(self.namesrv_addrs))
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_addrs: dict[str, dict[int, str]] = {}
+        # PullAPIWrapper.pullFromWhichNodeTable: (group, queue) -> the broker id the last pull
+        # response suggested (suggestWhichBrokerId)
+        self.pull_from_which_node: dict[tuple[str, Any], int] = {}
         self.broker_versions: dict[str, int] = {}
         self.producers: dict[str, ProducerImpl] = {}
         self.consumers: dict[str, ConsumerImpl] = {}
@@ -301,6 +304,23 @@ class ClientInstance:
 
     def master_addr(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
+
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
+                                         only_this_broker: bool) -> tuple[str, bool] | None:
+        """`MQClientInstance.findBrokerAddressInSubscribe`: (address, is a slave) of `broker_id`, or
+        for a slave id the next one, or (unless `only_this_broker`) any of the group, the lowest id
+        first as Java's HashMap of small ids iterates; None when the group has no address."""
+        addrs = self.broker_addrs.get(broker_name) or {}
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id)
+        slave = broker_id != MASTER_ID
+        if addr is None and slave:
+            addr = addrs.get(broker_id + 1)
+        if addr is None and not only_this_broker:
+            first = min(addrs)
+            addr, slave = addrs[first], first != MASTER_ID
+        return (addr, slave) if addr is not None else None
 
     def any_addr(self, broker_name: str) -> str | None:
         addrs = self.broker_addrs.get(broker_name, {})

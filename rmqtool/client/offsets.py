@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from rmqtool.client.exceptions import BrokerError
 from rmqtool.client.message import MessageQueue
+from rmqtool.client.route import MASTER_ID
 from rmqtool.errors import RemotingError
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
@@ -65,13 +66,16 @@ class RemoteBrokerOffsetStore(OffsetStore):
         self.instance, self.group = instance, group
 
     async def read(self, mq: MessageQueue) -> int:
-        addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
+        """`fetchConsumeOffsetFromBroker`: the master, after a route refresh any broker of the
+        group (its slave, which copies the master's offsets, when the master is gone)."""
+        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
+        if found is None:
             with contextlib.suppress(RemotingError):
                 await self.instance.update_route(mq.topic)
-            addr = self.instance.master_addr(mq.broker_name)
-            if addr is None:
+            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
+            if found is None:
                 return -2
+        addr = found[0]
         req = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET,
                                       QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id).to_ext())
         try:
@@ -91,9 +95,16 @@ class RemoteBrokerOffsetStore(OffsetStore):
         off = self.table.get(mq)
         if off is None or off < 0 or not self.enabled:
             return
-        addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            return
+        # updateConsumeOffsetToBroker: the master, else any broker of the group (its slave keeps
+        # the offset until the master's copy overwrites it), a route refresh in between
+        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
+        if found is None:
+            with contextlib.suppress(RemotingError):
+                await self.instance.update_route(mq.topic)
+            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
+            if found is None:
+                return
+        addr = found[0]
         req = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
             self.group, mq.topic, mq.queue_id, off).to_ext(), oneway=oneway)
         try:

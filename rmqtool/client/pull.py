@@ -69,13 +69,21 @@ def unwrap_body(m: MessageExt) -> None:
 
 async def pull_kernel(instance: ClientInstance, group: str, mq: MessageQueue, sub: SubscriptionData,
                       offset: int, max_nums: int, sys_flag: int, commit_offset: int, suspend_ms: int,
-                      timeout: float, broker_id: int = 0) -> PullResult:
-    addr = instance.broker_addrs.get(mq.broker_name, {}).get(broker_id) or instance.any_addr(mq.broker_name)
-    if addr is None:
+                      timeout: float, broker_id: int | None = None) -> PullResult:
+    """`PullAPIWrapper.pullKernelImpl` + `processPullResult`: pull from the broker the previous
+    response suggested for this queue (`broker_id` overrides, as connectBrokerByUser), any other
+    of the group when that one is not in the route (a master gone: its slave); a pull from a
+    slave never commits an offset there; the response's suggestWhichBrokerId is kept for the next."""
+    node = instance.pull_from_which_node.get((group, mq), 0) if broker_id is None else broker_id
+    found = instance.find_broker_address_in_subscribe(mq.broker_name, node, False)
+    if found is None:
         await instance.update_route(mq.topic)
-        addr = instance.any_addr(mq.broker_name)
-        if addr is None:
+        found = instance.find_broker_address_in_subscribe(mq.broker_name, node, False)
+        if found is None:
             raise ClientError(f"The broker[{mq.broker_name}] not exist")
+    addr, slave = found
+    if slave:
+        sys_flag &= ~FLAG_COMMIT_OFFSET
     header = PullMessageRequestHeader(
         consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, queueOffset=offset, maxMsgNums=max_nums,
         sysFlag=sys_flag, commitOffset=commit_offset, suspendTimeoutMillis=suspend_ms, subVersion=sub.subVersion,
@@ -85,6 +93,7 @@ async def pull_kernel(instance: ClientInstance, group: str, mq: MessageQueue, su
     if status is None:
         raise BrokerError(resp.code, resp.remark, addr)
     h = response_header(resp, PullMessageResponseHeader, addr, "pull")
+    instance.pull_from_which_node[(group, mq)] = int(h.suggestWhichBrokerId or 0)
     result = PullResult(status, h.nextBeginOffset, h.minOffset, h.maxOffset,
                         suggest_which_broker_id=h.suggestWhichBrokerId)
     if status == PullStatus.FOUND:

@@ -101,6 +101,10 @@ class GetMessageResult:
     next_begin_offset: int = 0
     min_offset: int = 0
     max_offset: int = 0
+    # CommitLog max offset minus the physical offset of the last unit looked at (Java's
+    # `maxOffsetPy - maxPhyOffsetPulling`, 0 when none), set when the queue was read: what
+    # suggestPullingFromSlave compares with accessMessageInMemoryMaxRatio of RAM
+    fall_behind: int | None = None
 
 
 _unpack_ii = struct.Struct(">ii").unpack_from
@@ -478,6 +482,8 @@ class MessageStore:
             return res
         cl = self.commitlog
         cl_min = cl.min_offset
+        cl_max = cl.max_offset
+        last_phys = 0
         max_scan = max(800, max_msgs * 20)  # maxFilterMessageCount, in units
         cur = offset
         scanned = 0
@@ -493,6 +499,7 @@ class MessageStore:
             for phys, size, tags_code in units:
                 if found >= max_msgs or (found and total_bytes + size > max_bytes):
                     break
+                last_phys = phys
                 cur += 1
                 scanned += 1
                 if size == BLANK_SIZE:
@@ -523,6 +530,7 @@ class MessageStore:
                 continue
             break
         res.next_begin_offset = cur
+        res.fall_behind = cl_max - last_phys
         if found:
             res.status = GetMessageStatus.FOUND
         elif removed:

@@ -30,8 +30,10 @@ def _free_port_pair() -> int:
 def test_ready_line_then_clean_shutdown_on_sigterm(tmp_path):
     p = ServeProcess(tmp_path / "store")
     lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and READY.search(lines[0])
+    # the ready line, then where slaves connect (a master's HA port)
+    assert len(lines) == 2 and READY.search(lines[0])
     assert lines[0].startswith("rmqtool serve: name server 127.0.0.1:")
+    assert lines[1].startswith("rmqtool serve: ASYNC_MASTER, HA listening on 127.0.0.1:")
     w = Wire(p.broker)
     assert w.request(310, send_ext("CLI_T", 0), b"kept").code == 0
     w.close()

@@ -1,0 +1,102 @@
+"""An rmqtool slave of an Apache master (5.3.3), both registered with rmqtool's name server.
+
+The name server lists Apache's broker as master (0) and ours as its slave (1) in one group and
+answers our slave's REGISTER_BROKER with the Apache master's addresses; our SlaveSynchronize then
+copies from Java's answers: the topic table (GET_ALL_TOPIC_CONFIG on the VIP port), consumer offsets
+(GET_ALL_CONSUMER_OFFSET), subscription groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG) and, where the
+master has one, delayOffset.json (GET_ALL_DELAY_OFFSET), as a Java slave would.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from rmqtool.client import Message, Producer, PullConsumer
+from rmqtool.remoting import fastjson
+from rmqtool.remoting.bodies import ClusterInfo
+from rmqtool.remoting.codes import RequestCode
+from tests.broker.conftest import Wire, create_topic
+from tests.cluster_helpers import slave_conf, start_broker, start_namesrv
+
+from .conftest import start_apache, stop_apache
+from .harness import require_java
+
+pytestmark = pytest.mark.interop
+TOPIC = "FromApacheMaster"
+GROUP = "apache_master_cg"
+
+
+def _req(addr: str, code: int, ext: dict | None = None):
+    w = Wire(addr)
+    try:
+        return w.request(code, ext or {})
+    finally:
+        w.close()
+
+
+def _wait(cond, timeout: float) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_rmqtool_slave_copies_an_apache_masters_metadata(tmp_path):
+    require_java()
+    ns_proc, ns = start_namesrv(tmp_path)
+    apache = None
+    slave_proc = None
+    try:
+        apache = start_apache(tmp_path / "apache", f"namesrvAddr={ns}", "brokerName=broker-x")
+        assert _wait(lambda: "broker-x" in ClusterInfo.from_json_obj(fastjson.loads(
+            _req(ns, RequestCode.GET_BROKER_CLUSTER_INFO).body)).brokerAddrTable, 30)
+        create_topic(apache.broker, TOPIC, 2)
+        with Producer("apache_master_pg", ns) as p:
+            for i in range(4):
+                p.send(Message(TOPIC, f"m{i}".encode()))
+        # a group with committed offsets on the master
+        pc = PullConsumer(GROUP, ns).start()
+        try:
+            for mq in pc.fetch_subscribe_message_queues(TOPIC):
+                pc.update_consume_offset(mq, 1)
+        finally:
+            pc.shutdown()
+        assert _req(apache.broker, RequestCode.QUERY_CONSUMER_OFFSET,
+                    {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0"}).ext_fields.get("offset") == "1"
+
+        slave_proc, slave = start_broker(tmp_path, "slave", ns, slave_conf("broker-x"))
+        info = ClusterInfo.from_json_obj(fastjson.loads(_req(ns, RequestCode.GET_BROKER_CLUSTER_INFO).body))
+        assert info.brokerAddrTable["broker-x"].brokerAddrs == {0: apache.broker, 1: slave}
+
+        def copied() -> bool:  # topics first, subscription groups last in a syncAll
+            r = _req(slave, RequestCode.GET_ALL_TOPIC_CONFIG)
+            g = _req(slave, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            return (TOPIC in fastjson.loads(r.body)["topicConfigTable"]
+                    and GROUP in fastjson.loads(g.body)["subscriptionGroupTable"])
+
+        assert _wait(copied, 30), slave_proc.stderr
+        ours = fastjson.loads(_req(slave, RequestCode.GET_ALL_TOPIC_CONFIG).body)
+        theirs = fastjson.loads(_req(apache.broker, RequestCode.GET_ALL_TOPIC_CONFIG).body)
+        assert set(ours["topicConfigTable"]) == set(theirs["topicConfigTable"])
+        assert ours["topicConfigTable"][TOPIC]["readQueueNums"] == 2
+        assert ours["dataVersion"]["counter"] == theirs["dataVersion"]["counter"]
+        for q in (0, 1):
+            r = _req(slave, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC,
+                                                               "queueId": str(q)})
+            assert r.code == 0 and r.ext_fields["offset"] == "1", r
+        groups = fastjson.loads(_req(slave, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body)
+        master_groups = fastjson.loads(_req(apache.broker, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body)
+        assert set(groups["subscriptionGroupTable"]) == set(master_groups["subscriptionGroupTable"])
+        delay = _req(apache.broker, RequestCode.GET_ALL_DELAY_OFFSET)
+        if delay.code == 0:
+            assert (tmp_path / "slave-store" / "config" / "delayOffset.json").read_bytes() == delay.body
+    finally:
+        if slave_proc is not None:
+            slave_proc.stop()
+        if apache is not None:
+            stop_apache(apache)
+        ns_proc.stop()
