@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Third-party software the interop tests (tests/interop) run against, all pinned:
 #  - Apache RocketMQ 5.3.3 from Maven Central (rocketmq-common/-client/-broker/-namesrv/-tools), built
-#    into tests/interop/java/target with its classpath in target/classpath.txt;
+#    into tests/interop/java/target with its classpath in target/classpath.txt, and 5.5.0 the same
+#    way into target-5.5.0;
 #  - npm ali-ons 3.12.0 (tests/interop/node, from package-lock.json);
 #  - PyPI rocketmq 0.4.4 and rocketmq-python-cvs 2.1.0.3 (Apache's C++ client 1.x / 2.1.0, each with
 #    its librocketmq.so), each in its own --target dir under tests/interop/pylib (both are `rocketmq`).
@@ -28,6 +29,11 @@ fi
   goals=(-q -B compile dependency:build-classpath)
   mvn -o "${goals[@]}" >/dev/null 2>&1 || mvn "${goals[@]}" || { sleep 5; mvn "${goals[@]}"; }
   test -s target/classpath.txt
+  # the same programs against the newest 5.x whose artifacts Maven Central serves whole (5.5.1's
+  # client is not served): target-5.5.0, for the replication tests (tests/interop/test_ha_interop.py)
+  second=(-Drocketmq.version=5.5.0 "-Dinterop.build.dir=$PWD/target-5.5.0" "${goals[@]}")
+  mvn -o "${second[@]}" >/dev/null 2>&1 || mvn "${second[@]}" || { sleep 5; mvn "${second[@]}"; }
+  test -s target-5.5.0/classpath.txt
 )
 
 # ali-ons: exactly what package-lock.json says.

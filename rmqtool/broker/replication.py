@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from rmqtool.errors import RemotingError
 from rmqtool.store.ha import HAClient, HAService
 
 log = logging.getLogger("rmqtool.serve")
@@ -65,7 +66,7 @@ def start_replication(local: Any, host: str, *, ephemeral: bool) -> Replication:
         service.start(host, cfg.ha_port)
     except OSError as e:
         if not ephemeral or cfg.ha_listen_port:
-            raise OSError(e.errno, f"cannot listen for slaves on {host}:{cfg.ha_port} (haListenPort): "
-                                   f"{e.strerror}") from None
+            raise RemotingError(f"cannot listen for slaves on {host}:{cfg.ha_port} (haListenPort): "
+                                f"{e.strerror or e}") from None
         service.start(host, 0)
     return Replication(service=service)

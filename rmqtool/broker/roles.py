@@ -11,7 +11,8 @@
   (`handleRegisterBrokerResult`), hands the HA address to the store's HA service unless
   haMasterAddress is configured, and copies the master's metadata (slave.py).
 - The master answers what slaves copy: GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET,
-  GET_ALL_SUBSCRIPTIONGROUP_CONFIG (AdminBrokerProcessor: the managers' JSON), and both answer
+  GET_ALL_SUBSCRIPTIONGROUP_CONFIG (AdminBrokerProcessor: the managers' JSON), GET_TIMER_METRICS
+  and GET_TIMER_CHECK_POINT (a Java slave's timer store follows them), and both answer
   GET_BROKER_HA_STATUS with HARuntimeInfo.
 
 The HA engine (store/ha) is reached through `self.replication` (broker/replication.py, set by
@@ -69,6 +70,8 @@ class RoleProcessor:
             RequestCode.GET_ALL_DELAY_OFFSET: self.process_get_all_delay_offset,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.process_get_all_subscription_group,
             RequestCode.GET_BROKER_HA_STATUS: self.process_broker_ha_status,
+            RequestCode.GET_TIMER_CHECK_POINT: self.process_get_timer_check_point,
+            RequestCode.GET_TIMER_METRICS: self.process_get_timer_metrics,
         }
         if self.cluster.is_slave:
             for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
@@ -118,6 +121,26 @@ class RoleProcessor:
     async def process_get_all_subscription_group(self: Any, cmd: RemotingCommand,
                                                  conn: Connection) -> RemotingCommand:
         return cmd.response(body=self.local.subscriptions.to_text().encode("utf-8"))
+
+    def _timer_store(self: Any) -> Any:
+        for svc in getattr(self.local, "services", []):
+            if getattr(svc, "name", "") == "timer-message-store":
+                return svc
+        return None
+
+    async def process_get_timer_check_point(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """`TimerCheckpoint.encode`: the 56 bytes of config/timercheck (a Java slave asks every 3 s)."""
+        timer = self._timer_store()
+        if timer is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark="The checkpoint is null")
+        return cmd.response(body=timer.timer_checkpoint.value.pack())
+
+    async def process_get_timer_metrics(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """`TimerMetrics.encode`: the timermetrics JSON (a Java slave copies it with syncAll)."""
+        timer = self._timer_store()
+        if timer is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark="The timer message store is null")
+        return cmd.response(body=timer.timer_metrics.to_text().encode("utf-8"))
 
     async def process_broker_ha_status(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         info = self.ha_runtime_info()

@@ -192,6 +192,8 @@ class Serve:
         # besides our own name server, `--namesrv-addr` / broker.conf `namesrvAddr`
         addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
         routes = self.routes if mode == "all" else None
+        if routes is None and not addrs:  # as mqbroker without namesrvAddr: it runs, no client finds it
+            log.warning("--broker-only without --namesrv-addr (namesrvAddr): registered with no name server")
         self.controller = BrokerController(self.local, advertised, routes=routes, namesrv_addrs=addrs)
         self.controller.replication = self.replication  # haStatus, masterAddr updates from the name server
         await self.controller.start()

@@ -119,11 +119,7 @@ class SlaveSynchronize:
             return
         table = {str(name): TopicConfig.from_json(str(name), tc)
                  for name, tc in (data.get("topicConfigTable") or {}).items() if isinstance(tc, dict)}
-        with topics._lock:
-            topics.table.clear()
-            topics.table.update(table)
-            topics.data_version = version
-        topics.persist()
+        topics.assign_from_master(table, version)
         log.info("Update slave topic config from master, %s", master)
 
     async def sync_consumer_offset(self, master: str) -> None:
@@ -133,10 +129,7 @@ class SlaveSynchronize:
         offsets = self.local.offsets
         table = {str(k): {q: int(v) for q, v in int_keys(queues).items()}
                  for k, queues in (data.get("offsetTable") or {}).items() if isinstance(queues, dict)}
-        with offsets._lock:
-            offsets.offset_table.update(table)
-            offsets.data_version = DataVersion.from_json(data.get("dataVersion"), offsets.clock())
-        offsets.persist()
+        offsets.put_all_from_master(table, DataVersion.from_json(data.get("dataVersion"), offsets.clock()))
 
     async def sync_delay_offset(self, master: str) -> None:
         from rmqtool.store.schedule import ScheduleMessageService, delay_offset_path, write_config_file
@@ -160,11 +153,7 @@ class SlaveSynchronize:
             return
         table = {str(n): SubscriptionGroupConfig.from_json(str(n), c)
                  for n, c in (data.get("subscriptionGroupTable") or {}).items() if isinstance(c, dict)}
-        with subs._lock:
-            subs.table.clear()
-            subs.table.update(table)
-            subs.data_version = version
-        subs.persist()
+        subs.assign_from_master(table, version)
         log.info("Update slave Subscription Group from master, %s", master)
 
 

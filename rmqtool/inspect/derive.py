@@ -82,6 +82,22 @@ def index_keys(msg: MessageExt) -> list[str]:
     return out
 
 
+def tag_index_keys(msg: MessageExt) -> list[str]:
+    """The tag keys 5.5's IndexService adds (`topic#T#tags`, the real topic's too for a record
+    parked under a system topic): verify accepts them in a store Apache 5.5 wrote; rmqtool, as
+    5.3.x, does not write them."""
+    if (msg.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
+        return []
+    tags = msg.properties.get(P.TAGS)
+    if not tags:
+        return []
+    out = [f"{msg.topic}#T#{tags}"]
+    real = msg.properties.get(P.REAL_TOPIC)
+    if real and real != msg.topic:
+        out.append(f"{real}#T#{tags}")
+    return out
+
+
 def key_hash(key: str) -> int:
     """`IndexFile.indexKeyHashMethod`: abs(hashCode), 0 for Integer.MIN_VALUE."""
     h = abs(java_string_hash(key))
@@ -230,7 +246,7 @@ def write_wheel(path: Path, slots: dict[int, tuple[int, int, int, int, int]]) ->
 
 
 __all__ = [
-    "ConsumeQueueWriter", "IndexFileWriter", "WHEEL_FILE_SIZE", "WHEEL_SLOTS", "gets_cq_unit", "index_keys",
+    "ConsumeQueueWriter", "IndexFileWriter", "WHEEL_FILE_SIZE", "WHEEL_SLOTS", "gets_cq_unit", "index_keys", "tag_index_keys",
     "key_hash", "offset_name", "rebuild_wheel_slots", "tags_code", "timer_magic", "timerlog_blank",
     "timerlog_unit", "wheel_slot_index", "write_wheel", "TIMERLOG_BLANK_SIZE",
 ]

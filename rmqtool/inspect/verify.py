@@ -193,7 +193,7 @@ def check_index_files(root: Path, reader: CommitLogReader, st: VerifyState) -> I
 
 def check_index_file(path: Path, rel: str, reader: CommitLogReader | None, scan: ScanResult | None,
                      cfg: LayoutConfig) -> Iterator[Problem]:
-    from rmqtool.inspect.derive import index_keys, key_hash
+    from rmqtool.inspect.derive import index_keys, key_hash, tag_index_keys
 
     with ReadOnlyFile(path) as rof:
         buf, size = rof.buf, rof.size
@@ -251,7 +251,7 @@ def check_index_file(path: Path, rel: str, reader: CommitLogReader | None, scan:
                 else:
                     try:
                         msg = reader.read(phy, check_crc=False, read_body=False)
-                        hashes = {key_hash(k) for k in index_keys(msg)}
+                        hashes = {key_hash(k) for k in (*index_keys(msg), *tag_index_keys(msg))}
                     except (RecordError, Blank) as e:
                         why = f"phyOffset {phy} is not a CommitLog record: {e}"
                         hashes = None

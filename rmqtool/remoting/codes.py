@@ -53,6 +53,8 @@ class RequestCode:
     # what a slave copies from its master (SlaveSynchronize), and mqadmin haStatus
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
+    GET_TIMER_CHECK_POINT = 60
+    GET_TIMER_METRICS = 61
     GET_ALL_SUBSCRIPTIONGROUP_CONFIG = 201
     GET_BROKER_HA_STATUS = 907
 

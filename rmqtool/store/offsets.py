@@ -94,3 +94,12 @@ class ConsumerOffsetManager(ConfigManager):
     def persist(self) -> None:
         super().persist()
         self.dirty = False
+
+    def put_all_from_master(self, table: dict[str, dict[int, int]], data_version: DataVersion) -> None:
+        """A slave merges its master's offsets over its own (`offsetTable.putAll`) and takes the
+        master's DataVersion (SlaveSynchronize.syncConsumerOffset)."""
+        with self._lock:
+            self.offset_table.update(table)
+            self.data_version = data_version
+            self.dirty = True
+        self.persist()

@@ -116,3 +116,11 @@ class SubscriptionGroupManager(ConfigManager):
             self.data_version.next_version(self.clock())
         if persist:
             self.persist()
+
+    def assign_from_master(self, table: dict[str, SubscriptionGroupConfig], data_version: DataVersion) -> None:
+        """A slave takes its master's groups and DataVersion (SlaveSynchronize.syncSubscriptionGroupConfig)."""
+        with self._lock:
+            self.table.clear()
+            self.table.update(table)
+            self.data_version = data_version
+        self.persist()

@@ -198,3 +198,11 @@ class TopicConfigManager(ConfigManager):
             if persist:
                 self.persist()
             return True
+
+    def assign_from_master(self, table: dict[str, TopicConfig], data_version: DataVersion) -> None:
+        """A slave takes its master's whole table and DataVersion (SlaveSynchronize.syncTopicConfig)."""
+        with self._lock:
+            self.table.clear()
+            self.table.update(table)
+            self.data_version = data_version
+        self.persist()

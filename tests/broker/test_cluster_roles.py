@@ -251,3 +251,28 @@ def test_lagging_slave_keeps_the_reader_and_suggests_which_broker_when_consume_s
     finally:
         w.close()
         p.stop()
+
+
+def test_namesrv_only_and_broker_only_exclude_each_other(tmp_path):
+    from typer.testing import CliRunner
+
+    from rmqtool.cli.main import app
+
+    r = CliRunner().invoke(app, ["serve", "--namesrv-only", "--broker-only", "--store", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "exclude each other" in r.output
+
+
+def test_master_answers_the_timer_tables_a_java_slave_follows(group):
+    mw, sw = Wire(group["master"]), Wire(group["slave"])
+    try:
+        r = mw.request(RequestCode.GET_TIMER_CHECK_POINT)
+        assert r.code == 0 and len(r.body) == 56  # TimerCheckpoint.encode
+        r = mw.request(RequestCode.GET_TIMER_METRICS)
+        assert r.code == 0 and set(fastjson.loads(r.body)) == {"dataVersion", "timingCount"}
+        # a slave runs no timer store (it writes the CommitLog): Java's answer without one
+        r = sw.request(RequestCode.GET_TIMER_CHECK_POINT)
+        assert r.code == ResponseCode.SYSTEM_ERROR and r.remark == "The checkpoint is null"
+    finally:
+        mw.close()
+        sw.close()

@@ -144,3 +144,15 @@ def test_sync_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path
     assert "Traceback" not in slave.stderr
     r = verify(tmp_path / "slave")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_ha_port_taken_is_a_clear_error(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        with pytest.raises(RuntimeError, match="did not become ready") as e:
+            ServeProcess(tmp_path / "m", SMALL + f"haListenPort={port}\n")
+    assert "cannot listen for slaves" in str(e.value) and "Traceback" not in str(e.value)

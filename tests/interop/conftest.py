@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import JARS_NOT_BUILT, ROOT, has_module, java_classpath, java_cmd
+from .harness import APACHE_VERSION, JARS_NOT_BUILT, ROOT, has_module, java_classpath, java_cmd
 
 
 @dataclass
@@ -50,12 +50,12 @@ def wait_port(addr: str, deadline: float) -> None:
     raise TimeoutError(f"nothing listens on {addr}")
 
 
-def start_apache(root: Path, *conf: str, heap: str = "512m") -> Broker:
-    """ApacheBroker (tests/interop/java): RocketMQ 5.3.3's NamesrvController + BrokerController."""
+def start_apache(root: Path, *conf: str, heap: str = "512m", version: str = APACHE_VERSION) -> Broker:
+    """ApacheBroker (tests/interop/java): RocketMQ 5.3.3's (or `version`'s) NamesrvController + BrokerController."""
     root.mkdir(parents=True, exist_ok=True)
     log = open(root / "apache.stderr", "wb")  # noqa: SIM115 - lives as long as the process
     proc = subprocess.Popen(java_cmd("ApacheBroker", "--store", str(root / "store"), *conf, heap=heap,
-                                     home=root / "home"),
+                                     home=root / "home", version=version),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
     line = proc.stdout.readline().decode()  # READY ... or EOF when it failed
     if not line.startswith("READY"):

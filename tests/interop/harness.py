@@ -40,22 +40,28 @@ def needs_module(name: str) -> pytest.MarkDecorator:
 
 # --- Java (Apache RocketMQ 5.3.3 from Maven Central) -----------------------------------------------
 
-def java_classpath() -> str | None:
-    cp = JAVA_DIR / "target" / "classpath.txt"
-    classes = JAVA_DIR / "target" / "classes" / "rmqtool" / "interop"
+# the Apache version of tests/interop/java/target, and others built beside it (target-<version>)
+APACHE_VERSION = "5.3.3"
+APACHE_SECOND_VERSION = "5.5.0"
+
+
+def java_classpath(version: str = APACHE_VERSION) -> str | None:
+    target = JAVA_DIR / ("target" if version == APACHE_VERSION else f"target-{version}")
+    cp = target / "classpath.txt"
+    classes = target / "classes" / "rmqtool" / "interop"
     if not (cp.is_file() and classes.is_dir() and shutil.which("java")):
         return None
-    return str(JAVA_DIR / "target" / "classes") + os.pathsep + cp.read_text().strip()
+    return str(target / "classes") + os.pathsep + cp.read_text().strip()
 
 
 # the one wording of this skip reason in every test report (tests/client uses it too)
 JARS_NOT_BUILT = "Apache RocketMQ 5.3.3 jars not built (run .ci/steps/10-interop.sh; needs Maven Central)"
 
 
-def require_java() -> str:
-    cp = java_classpath()
+def require_java(version: str = APACHE_VERSION) -> str:
+    cp = java_classpath(version)
     if cp is None:
-        pytest.skip(JARS_NOT_BUILT)
+        pytest.skip(JARS_NOT_BUILT if version == APACHE_VERSION else JARS_NOT_BUILT.replace(APACHE_VERSION, version))
     return cp
 
 
@@ -70,9 +76,9 @@ JAVA_OPENS = [
 
 
 def java_cmd(main: str, *args: str, heap: str = "256m", home: Path | None = None,
-             props: dict[str, str] | None = None) -> list[str]:
+             props: dict[str, str] | None = None, version: str = APACHE_VERSION) -> list[str]:
     """A `java` command line for one of our mains; `home` keeps RocketMQ's logs out of ~."""
-    cp = require_java()
+    cp = require_java(version)
     cmd = ["java", f"-Xmx{heap}", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
            "-Djava.net.preferIPv4Stack=true", *JAVA_OPENS]
     if home is not None:

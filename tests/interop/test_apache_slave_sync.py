@@ -87,8 +87,8 @@ def test_apache_slave_copies_an_rmqtool_masters_metadata(tmp_path):
             return r.code == 0 and r.ext_fields.get("offset") == "1"
 
         assert _wait(offset_copied, 10)
-        groups = fastjson.loads(_req(apache.broker, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body)
-        assert GROUP in groups["subscriptionGroupTable"]
+        assert _wait(lambda: GROUP in fastjson.loads(_req(apache.broker, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+                                                     .body)["subscriptionGroupTable"], 10)
         delay = _req(master, RequestCode.GET_ALL_DELAY_OFFSET)
         assert delay.code == 0
         copied = apache.store / "config" / "delayOffset.json"

@@ -1,4 +1,4 @@
-"""Issue 11, replication: classic HA between rmqtool and Apache RocketMQ 5.3.3, both directions.
+"""Issue 11, replication: classic HA between rmqtool and Apache RocketMQ 5.3.3 / 5.5.0, both directions.
 
 An rmqtool slave (`serve` with brokerRole=SLAVE) of an Apache master, and an Apache slave of an
 rmqtool master. Each slave is up before a load of mixed messages (tags, keys, a batch, delay
@@ -30,9 +30,11 @@ from tests.broker.conftest import Wire, create_topic
 from tests.serve_helpers import rmqtool_env, start_serve, stop_process
 
 from .conftest import free_port, start_apache, stop_apache
-from .harness import java_cmd, json_lines, require_java
+from .harness import APACHE_SECOND_VERSION, APACHE_VERSION, java_cmd, json_lines, require_java
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(600)]
+# each test against Apache 5.3.3 and the newest 5.x Maven Central serves whole (5.5.1's client is not)
+VERSIONS = pytest.mark.parametrize("version", [APACHE_VERSION, APACHE_SECOND_VERSION])
 
 FILE_SIZE = 1 << 20  # several CommitLog files, with end-of-file blanks, from a small load
 TOPIC = "HaIop"
@@ -107,12 +109,12 @@ def warm_up(namesrv: str, master: str, slave: str) -> str:
     return r.msg_id
 
 
-def java_consume(namesrv: str, home: Path, count: int, mode: str = "consume") -> set[str]:
+def java_consume(namesrv: str, home: Path, count: int, mode: str = "consume", version: str = APACHE_VERSION) -> set[str]:
     """`consume`: a push consumer of a new group; `drain`: DefaultMQPullConsumer from offset 0 of each
     queue (a 5.x push consumer of a new group needs its master for the offsets, see ClientSuite.drain)."""
     p = subprocess.run(java_cmd("ClientSuite", mode, "--topic", TOPIC, "--group", f"ha_iop_cg_{int(time.time())}",
                                 "--count", str(count), "--namesrv", namesrv, home=home,
-                                props={"rocketmq.client.rebalance.waitInterval": "1000"}),
+                                props={"rocketmq.client.rebalance.waitInterval": "1000"}, version=version),
                        capture_output=True, timeout=180)
     got = json_lines(p.stdout.decode("utf-8"))
     assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:] + f" (got {len(got)} of {count})"
@@ -143,10 +145,12 @@ def serve(root: Path, conf: str):
     return proc, f"{m.group(1)}:{m.group(2)}", f"{m.group(4)}:{m.group(5)}"
 
 
-def test_rmqtool_slave_of_an_apache_master(tmp_path):
-    require_java()
+@VERSIONS
+def test_rmqtool_slave_of_an_apache_master(tmp_path, version):
+    require_java(version)
     ha_port = free_port()
-    master = start_apache(tmp_path / "apache", f"haListenPort={ha_port}", f"mappedFileSizeCommitLog={FILE_SIZE}")
+    master = start_apache(tmp_path / "apache", f"haListenPort={ha_port}", f"mappedFileSizeCommitLog={FILE_SIZE}",
+                          version=version)
     slave_proc = None
     try:
         slave_proc, slave_ns, slave_broker = serve(
@@ -156,7 +160,7 @@ def test_rmqtool_slave_of_an_apache_master(tmp_path):
         expected = {warm_up(master.namesrv, master.broker, slave_broker)} | mixed_load(master.namesrv)
         wait_caught_up(master.broker, slave_broker)
         stop_apache(master)
-        got = java_consume(slave_ns, tmp_path / "home", len(expected))
+        got = java_consume(slave_ns, tmp_path / "home", len(expected), version=version)
         assert got == expected
     finally:
         if master.proc.poll() is None:
@@ -168,21 +172,22 @@ def test_rmqtool_slave_of_an_apache_master(tmp_path):
     rmqtool_verify(tmp_path / "slave" / "store")
 
 
-def test_apache_slave_of_an_rmqtool_master(tmp_path):
-    require_java()
+@VERSIONS
+def test_apache_slave_of_an_rmqtool_master(tmp_path, version):
+    require_java(version)
     ha_port = free_port()
     master_proc, master_ns, master_broker = serve(tmp_path / "master", f"haListenPort={ha_port}\n")
     slave = None
     try:
         slave = start_apache(tmp_path / "apache", "brokerRole=SLAVE", "brokerId=1", "slaveReadEnable=true",
                              f"haMasterAddress=127.0.0.1:{ha_port}", f"haListenPort={free_port()}",
-                             f"mappedFileSizeCommitLog={FILE_SIZE}")
+                             f"mappedFileSizeCommitLog={FILE_SIZE}", version=version)
         create_topic(master_broker, TOPIC, 4)
         create_topic(slave.broker, TOPIC, 4)
         expected = {warm_up(master_ns, master_broker, slave.broker)} | mixed_load(master_ns)
         wait_caught_up(master_broker, slave.broker)
         assert stop_process(master_proc) == 0
-        got = java_consume(slave.namesrv, tmp_path / "home", len(expected), "drain")
+        got = java_consume(slave.namesrv, tmp_path / "home", len(expected), "drain", version)
         assert got == expected
     finally:
         if master_proc.poll() is None:

@@ -72,11 +72,13 @@ def test_rmqtool_slave_copies_an_apache_masters_metadata(tmp_path):
         info = ClusterInfo.from_json_obj(fastjson.loads(_req(ns, RequestCode.GET_BROKER_CLUSTER_INFO).body))
         assert info.brokerAddrTable["broker-x"].brokerAddrs == {0: apache.broker, 1: slave}
 
-        def topic_copied() -> bool:
+        def copied() -> bool:  # topics first, subscription groups last in a syncAll
             r = _req(slave, RequestCode.GET_ALL_TOPIC_CONFIG)
-            return TOPIC in fastjson.loads(r.body)["topicConfigTable"]
+            g = _req(slave, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            return (TOPIC in fastjson.loads(r.body)["topicConfigTable"]
+                    and GROUP in fastjson.loads(g.body)["subscriptionGroupTable"])
 
-        assert _wait(topic_copied, 30), slave_proc.stderr
+        assert _wait(copied, 30), slave_proc.stderr
         ours = fastjson.loads(_req(slave, RequestCode.GET_ALL_TOPIC_CONFIG).body)
         theirs = fastjson.loads(_req(apache.broker, RequestCode.GET_ALL_TOPIC_CONFIG).body)
         assert set(ours["topicConfigTable"]) == set(theirs["topicConfigTable"])

@@ -341,3 +341,48 @@ def test_transfers_cut_anywhere_write_whole_records_only(tmp_path, cfg):
     sstore.close()
     assert commitlog_files(tmp_path / "slave") == commitlog_files(tmp_path / "master")
     assert verify_problems(tmp_path / "slave") == []
+
+
+def test_broker_conf_ha_keys():
+    from rmqtool.errors import InvalidInput
+    from rmqtool.store.config import StoreConfig
+
+    cfg = StoreConfig.from_properties({"brokerRole": "sync_master", "haListenPort": "20912", "inSyncReplicas": "2",
+                                       "haMasterAddress": "10.0.0.5:10912", "haSendHeartbeatInterval": "1000",
+                                       "haHousekeepingInterval": "9000", "haTransferBatchSize": "65536",
+                                       "slaveTimeout": "1500", "listenPort": "30911"})
+    assert (cfg.broker_role, cfg.ha_port, cfg.in_sync_replicas, cfg.ha_master_address) == (
+        "SYNC_MASTER", 20912, 2, "10.0.0.5:10912")
+    assert (cfg.ha_send_heartbeat_interval, cfg.ha_housekeeping_interval, cfg.ha_transfer_batch_size,
+            cfg.slave_timeout) == (1000, 9000, 65536, 1500)
+    assert StoreConfig.from_properties({"listenPort": "30911"}).ha_port == 30912  # listenPort + 1
+    with pytest.raises(InvalidInput, match="brokerRole"):
+        StoreConfig.from_properties({"brokerRole": "LEADER"})
+
+
+def test_transfers_never_exceed_ha_transfer_batch_size(tmp_path):
+    cfg = small_config(ha_transfer_batch_size=1000, ha_send_heartbeat_interval=200)
+    mstore = MessageStore.open(tmp_path / "master", cfg)
+    svc = HAService(mstore)
+    svc.start("127.0.0.1", 0)
+    try:
+        put(mstore, 0, 50)
+        s = _open(svc.port)
+        s.sendall(struct.pack(">q", 0))
+        got = b""
+        sizes = []
+        deadline = time.time() + 10
+        while sum(sizes) < mstore.commitlog.max_offset and time.time() < deadline:
+            while len(got) < 12:
+                got += s.recv(65536)
+            offset, size = struct.unpack(">qi", got[:12])
+            while len(got) < 12 + size:
+                got += s.recv(65536)
+            assert offset == sum(sizes)
+            sizes.append(size)
+            got = got[12 + size :]
+        assert max(sizes) == 1000 and sum(sizes) == mstore.commitlog.max_offset
+        s.close()
+    finally:
+        svc.stop()
+        mstore.close()

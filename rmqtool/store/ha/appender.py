@@ -24,6 +24,7 @@ from rmqtool.layouts.constants import (
     MESSAGE_MAGIC_CODE_V2,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
 from rmqtool.store.commitlog import check_record_fast
@@ -190,57 +191,79 @@ class ReplicaAppender:
         return pos
 
     def _dispatch_locked(self) -> list[tuple[str, int]]:
-        """`ReputMessageService.doReput` up to the write position: whole records only."""
+        """`ReputMessageService.doReput` up to the write position, whole records only.
+
+        The units of each queue and the index keys of all records are collected and written
+        together (`put_batch`, `build_index_batch`: byte for byte what one `dispatch` per record
+        writes), which is most of what a slave spends per record.
+        """
         cl = self.cl
         store = self.store
         fs = self.file_size
-        dispatcher = store.dispatcher
         levels = store.delay_levels_ms
         table = cl.topic_queue_table
-        arrived: dict[tuple[str, int], None] = {}
+        units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
+        index_records: list[tuple[str, int, int, str | None, str | None]] = []
+        indexing = store.index is not None
+        last_cq_ts = 0
         end = cl.max_offset
         offset = self.dispatch_from
-        while offset < end:
-            mf = cl.mfq.find(offset)
-            if mf is None:
-                break
-            base = mf.from_offset
-            pos = offset - base
-            if pos >= fs:
-                offset = base + fs
-                continue
-            avail = mf.wrote_position - pos
-            if avail < 8:
-                break
-            mv = memoryview(mf.mm)
-            try:
-                size, magic = _II.unpack_from(mv, pos)
-                if magic == BLANK_MAGIC_CODE:
-                    if size != fs - pos:
-                        raise ReplicaError(f"end-of-file blank at {offset} is {size} bytes, the file leaves "
-                                           f"{fs - pos}: the master's CommitLog file size differs from this store's")
+        try:
+            while offset < end:
+                mf = cl.mfq.find(offset)
+                if mf is None:
+                    break
+                base = mf.from_offset
+                pos = offset - base
+                if pos >= fs:
                     offset = base + fs
                     continue
-                if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or size < 91 or size > fs - pos:
-                    raise ReplicaError(f"the master sent no valid record at offset {offset} (size {size}, "
-                                       f"magic {magic:#x})")
-                if size > avail:
-                    break  # the rest comes with the next transfer
-                total, _tp, _tl, _q, _qo, sys_flag = check_record_fast(mv, pos, pos + size, False)
-                if total != size:
-                    raise ReplicaError(f"the master's record at offset {offset} does not check "
-                                       "(checkMessageAndReturnSize)")
-                req = request_from_record(mv, pos, offset, levels)
-            finally:
-                mv.release()
-            tran = sys_flag & TRANSACTION_TYPE_MASK
-            if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-                key = (req.topic, req.queue_id)
-                table[key] = req.consume_queue_offset + 1
-                arrived[key] = None
-            dispatcher.dispatch(req)
-            cl.last_store_timestamp = req.store_timestamp
-            self.records += 1
-            offset += size
-        self.dispatch_from = offset
-        return list(arrived)
+                avail = mf.wrote_position - pos
+                if avail < 8:
+                    break
+                mv = memoryview(mf.mm)
+                try:
+                    size, magic = _II.unpack_from(mv, pos)
+                    if magic == BLANK_MAGIC_CODE:
+                        if size != fs - pos:
+                            raise ReplicaError(f"end-of-file blank at {offset} is {size} bytes, the file leaves "
+                                               f"{fs - pos}: the master's CommitLog file size differs from this "
+                                               "store's")
+                        offset = base + fs
+                        continue
+                    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or size < 91 or size > fs - pos:
+                        raise ReplicaError(f"the master sent no valid record at offset {offset} (size {size}, "
+                                           f"magic {magic:#x})")
+                    if size > avail:
+                        break  # the rest comes with the next transfer
+                    total, _tp, _tl, _q, _qo, sys_flag = check_record_fast(mv, pos, pos + size, False)
+                    if total != size:
+                        raise ReplicaError(f"the master's record at offset {offset} does not check "
+                                           "(checkMessageAndReturnSize)")
+                    req = request_from_record(mv, pos, offset, levels)
+                finally:
+                    mv.release()
+                tran = sys_flag & TRANSACTION_TYPE_MASK
+                if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+                    key = (req.topic, req.queue_id)
+                    table[key] = req.consume_queue_offset + 1
+                    queue = units.get(key)
+                    if queue is None:
+                        units[key] = queue = []
+                    queue.append((offset, size, req.tags_code, req.consume_queue_offset))
+                    last_cq_ts = req.store_timestamp
+                if indexing and tran != TRANSACTION_ROLLBACK_TYPE:
+                    index_records.append((req.topic, offset, req.store_timestamp, req.uniq_key, req.keys))
+                cl.last_store_timestamp = req.store_timestamp
+                self.records += 1
+                offset += size
+        finally:
+            self.dispatch_from = offset
+            find = store.cqs.find_or_create
+            for (topic, queue_id), queue in units.items():
+                find(topic, queue_id).put_batch(queue)
+            if last_cq_ts:
+                store.dispatcher.last_cq_store_timestamp = last_cq_ts
+            if index_records:
+                store.index.build_index_batch(index_records)
+        return list(units)

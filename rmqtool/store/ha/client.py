@@ -199,10 +199,12 @@ class HAClient:
                     if arrived:
                         self.store._notify_arrivals(arrived)
                 pos += TRANSFER_HEADER_SIZE + size
-                if appender.max_offset > reported:
-                    reported = appender.max_offset
-                    sock.sendall(REPORT_HEADER.pack(reported))
-                    last_write = _now_ms()
+            # one report for all the transfers of this read (Java reports after each; the master
+            # only keeps the newest anyway, and a SYNC_MASTER's wait ends as early)
+            if appender.max_offset > reported:
+                reported = appender.max_offset
+                sock.sendall(REPORT_HEADER.pack(reported))
+                last_write = _now_ms()
             if pos:
                 rest = have - pos
                 buf[:rest] = buf[pos:have]
