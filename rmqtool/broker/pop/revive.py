@@ -141,7 +141,7 @@ class PopReviveService:
             if end_time - ck.revive_time <= ACK_TIME_INTERVAL + SECOND:
                 break
             normal = parse_normal_topic(ck.topic, ck.cid)
-            if self.local.topics.select(normal) is None or self.local.subscriptions.table.get(ck.cid) is None:
+            if self.local.topics.select(normal) is None or self._group(ck.cid) is None:
                 log.warning("revive queue %d: no topic %s or group %s any more, checkpoint dropped",
                             self.queue_id, normal, ck.cid)
                 new_offset = ck.revive_offset
@@ -151,6 +151,13 @@ class PopReviveService:
         if new_offset > old:
             self.local.offsets.commit_offset(REVIVE_GROUP, self.topic, self.queue_id, new_offset)
         return revived
+
+    def _group(self, group: str) -> Any:
+        """`findSubscriptionGroupConfig` (which creates the group when autoCreateSubscriptionGroup allows)."""
+        try:
+            return self.local.subscriptions.find(group)
+        except Exception:  # noqa: BLE001 - a name no group can have
+            return None
 
     def revive_check_point(self, ck: PopCheckPoint) -> int:
         """`reviveMsgFromCk`: every unacked message of `ck` back onto the retry topic."""

@@ -35,7 +35,7 @@ from rmqtool.layouts.pop import (
 from rmqtool.remoting.bodies import SubscriptionData
 from rmqtool.remoting.codes import ResponseCode
 
-from .orderinfo import ConsumerOrderInfoManager
+from rmqtool.store.orderinfo import ConsumerOrderInfoManager
 from .popper import INIT_MODE_MIN, PopContext, PoppedMessage, Popper, PopRequest, QueueLockManager
 from .records import ack_message, ck_message
 
@@ -48,17 +48,20 @@ MAX_POLLING = 100_000  # maxPopPollingSize
 class PopError(Exception):
     """A POP request refused: the response code and remark Java's broker answers with."""
 
-    def __init__(self, code: int, remark: str | None) -> None:
+    def __init__(self, code: int, remark: str | None, *, exception: bool = False) -> None:
         super().__init__(remark or str(code))
         self.code = code
         self.remark = remark
+        self.exception = exception  # an exception in Java's processor: answered without a custom header
 
 
 def _java_error(e: ExtraInfoError | ValueError) -> PopError:
-    """An exception of ExtraInfoUtil inside a processor: Java answers SYSTEM_ERROR with its name."""
+    """An exception of ExtraInfoUtil inside a processor: Java answers SYSTEM_ERROR with its
+    `toString()` and first stack element."""
     kind = "java.lang.NumberFormatException" if str(e).startswith("For input string") \
         else "java.lang.IllegalArgumentException"
-    return PopError(ResponseCode.SYSTEM_ERROR, f"{kind}: {e}")
+    where = getattr(e, "where", None)
+    return PopError(ResponseCode.SYSTEM_ERROR, f"{kind}: {e}" + (f", {where}" if where else ""), exception=True)
 
 
 @dataclass
