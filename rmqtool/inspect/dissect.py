@@ -658,7 +658,6 @@ def dissect(kind: str, path: Path, f: Filters, progress: Progress = None) -> Ite
         gen = summarize_store(Path(path), f, progress)
     else:
         from rmqtool.inspect.dissect_queues import DISSECTORS as QUEUE_DISSECTORS  # it imports this module
-
         from rmqtool.inspect.pop import DISSECTORS as POP_DISSECTORS
 
         fn = DISSECTORS.get(kind) or QUEUE_DISSECTORS.get(kind) or POP_DISSECTORS.get(kind)

@@ -23,7 +23,6 @@ from rmqtool.remoting.transport import Connection
 
 from .service import NOT_SET, PopError, PopService
 
-
 _POP_HEADER_ZERO = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0", "restNum": "0"}
 _CHANGE_HEADER_ZERO = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0"}
 

@@ -34,8 +34,8 @@ from rmqtool.layouts.pop import (
 )
 from rmqtool.remoting.bodies import SubscriptionData
 from rmqtool.remoting.codes import ResponseCode
-
 from rmqtool.store.orderinfo import ConsumerOrderInfoManager
+
 from .popper import INIT_MODE_MIN, PopContext, PoppedMessage, Popper, PopRequest, QueueLockManager
 from .records import ack_message, ck_message
 
