@@ -87,7 +87,12 @@ def real_topic(topic: str, group: str, flag: str) -> str:
 
 
 # -- fastjson bodies ----------------------------------------------------------------------------
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%_-+.:|@ ")
+
+
 def _json_str(s: str) -> str:
+    if _PLAIN.issuperset(s):  # topic and group names: nothing to escape (the hot path)
+        return f'"{s}"'
     return json.dumps(s, ensure_ascii=False)
 
 
