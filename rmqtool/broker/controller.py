@@ -26,6 +26,7 @@ from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.notify import CACHED_WINDOW_S, REAL_TIME_WINDOW_S, ConsumerIdsChangeNotifier
+from rmqtool.broker.pop import PopProcessor, PopService
 from rmqtool.broker.pull import PullProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
 from rmqtool.broker.roles import RoleProcessor
@@ -146,6 +147,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             RequestCode.END_TRANSACTION: self.process_end_transaction,
         }
         self.handlers.update(self.cluster_handlers())
+        self.pop = PopService(self)  # POP consumption (broker/pop), also the gRPC front's API
+        self.handlers.update(PopProcessor(self.pop).handlers())
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -178,6 +181,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         else:
             self._tasks.append(asyncio.create_task(self._every(SYNC_CHECK_INTERVAL_S, self.slave_sync_tick),
                                                    name="slave-synchronize"))
+        self._tasks.extend(self.pop.start())
         if self.registrar is not None:
             first = asyncio.create_task(self.register_remote(force=True), name="register-remote-first")
             self._bg.add(first)
@@ -198,6 +202,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.notifier.close()
         if self.hold is not None:
             self.hold.wake_all()
+        self.pop.stop()
         for svc in getattr(self.local, "services", []):
             with contextlib.suppress(Exception):
                 svc.stop()

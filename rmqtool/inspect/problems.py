@@ -14,6 +14,8 @@ Kinds (stable names, scripts match on them):
 - Checkpoints and configs: `checkpoint-ahead`, `timercheck-ahead`, `config-unparsable`,
   `delay-offset-out-of-range`, `consumer-offset-out-of-range`, `consumer-offset-below-min` (a group's
   committed offset is below the queue's minimum: cleanup deleted messages it never consumed)
+- POP revive log (rmq_sys_REVIVE_LOG_*, also while parked on the timer topic):
+  `revive-record-unparsable`, `revive-ck-bad-offset`
 """
 
 from __future__ import annotations
@@ -45,5 +47,5 @@ KINDS = (
     "unreadable-file", "cq-unit-mismatch", "cq-gap", "cq-missing-units", "cq-ext-unit-bad", "index-header-bad",
     "index-entry-bad", "timerlog-unit-bad", "wheel-slot-mismatch", "timerwheel-size-bad",
     "checkpoint-ahead", "timercheck-ahead", "config-unparsable", "delay-offset-out-of-range",
-    "consumer-offset-out-of-range", "consumer-offset-below-min",
+    "consumer-offset-out-of-range", "consumer-offset-below-min", "revive-record-unparsable", "revive-ck-bad-offset",
 )
