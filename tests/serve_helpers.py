@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # MULTILINE: the ready line need not be the last line of stderr when we look; "store" after the
 # ports means the ports were written in full.
-READY = re.compile(r"name server ([\d.]+):(\d+), broker (\S+) ([\d.]+):(\d+), store (.+)$", re.MULTILINE)
+READY = re.compile(r"name server ([\d.]+):(\d+), broker (\S+) ([\d.]+):(\d+), (?:gRPC (?:[\d.]+:(\d+)|off \([^)]*\)), )?store (.+)$",
+                   re.MULTILINE)
 
 
 def rmqtool_env() -> dict[str, str]:

@@ -35,6 +35,8 @@ class ServeOptions:
     flush: str | None = None  # "sync" | "async"
     config_file: Path | None = None
     namesrv_addr: str | None = None  # name servers of other processes to register with (namesrvAddr)
+    grpc_port: int = -1  # the 5.x gRPC endpoint (rmqtool.proxy); -1 = off, 0 = any free port
+    grpc_port_soft: bool = False  # the CLI's default port: when taken, warn and serve without gRPC
 
 
 @dataclass
@@ -44,6 +46,8 @@ class ServeInfo:
     broker_name: str
     store: Path
     vip_port: int | None
+    grpc: Host | None = None
+    grpc_off: str | None = None  # why the default gRPC port is not served (named in the ready line)
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -94,6 +98,8 @@ class Serve:
         self.routes = RouteInfoManager()
         self.ns_processor = NameServerProcessor(self.routes)
         self.servers: list[RemotingServer] = []
+        self.grpc: Any = None
+        self.grpc_off: str | None = None
         self._stop = asyncio.Event()
         self.info: ServeInfo | None = None
 
@@ -161,9 +167,38 @@ class Serve:
         addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
         self.controller = BrokerController(self.local, advertised, routes=self.routes, namesrv_addrs=addrs)
         await self.controller.start()
+        grpc_host = await self._start_grpc()
         self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
-                              Path(cfg.store_path_root_dir), vip_port)
+                              Path(cfg.store_path_root_dir), vip_port, grpc_host, self.grpc_off)
         return self.info
+
+    async def _start_grpc(self) -> Host | None:
+        """The gRPC front (rmqtool.proxy) over the controller, unless `grpc_port` is -1."""
+        if self.opts.grpc_port < 0:
+            return None
+        from rmqtool.errors import RemotingError
+        from rmqtool.proxy import pb
+
+        if not pb.available():
+            if self.opts.grpc_port_soft:
+                self.grpc_off = "rocketmq-python-client not installed"
+                return None
+            raise RemotingError(f"no gRPC endpoint without its messages: {pb.IMPORT_ERROR}")
+        from rmqtool.proxy.config import ProxyConfig
+        from rmqtool.proxy.server import GrpcServer
+
+        props = read_properties(self.opts.config_file) if self.opts.config_file else {}
+        grpc = GrpcServer(self.controller, self.listen_host, self.opts.grpc_port, ProxyConfig.from_properties(props))
+        try:
+            port = await grpc.start()
+        except RemotingError as e:
+            if self.opts.grpc_port_soft:  # the default port is taken: serve on, and say so
+                log.info("gRPC endpoint off: %s", e)
+                self.grpc_off = f"port {self.opts.grpc_port} in use"
+                return None
+            raise
+        self.grpc = grpc
+        return Host(self.listen_host, port)
 
     def _conf_keys(self) -> set[str]:
         return set(read_properties(self.opts.config_file)) if self.opts.config_file else set()
@@ -182,6 +217,9 @@ class Serve:
 
     async def close(self) -> None:
         """Stop accepting, answer nothing more, stop the services, close the store cleanly."""
+        if self.grpc is not None:
+            await self.grpc.stop()
+            self.grpc = None
         await self.close_servers()
         if self.controller is not None:
             await self.controller.stop()
@@ -216,5 +254,8 @@ async def serve_forever(opts: ServeOptions, ready: Callable[[ServeInfo], None]) 
 
 
 def ready_line(info: ServeInfo) -> str:
+    grpc = f"gRPC {info.grpc}, " if info.grpc is not None else ""
+    if info.grpc_off:
+        grpc = f"gRPC off ({info.grpc_off}), "
     return (f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, "
-            f"store {info.store}")
+            f"{grpc}store {info.store}")
