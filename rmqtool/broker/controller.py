@@ -24,6 +24,7 @@ from rmqtool.broker.clients import ClientManager
 from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
+from rmqtool.broker.pop import PopProcessor, PopService
 from rmqtool.broker.pull import PullProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
 from rmqtool.broker.send import SendProcessor
@@ -132,6 +133,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             RequestCode.GET_BROKER_RUNTIME_INFO: self.process_broker_runtime_info,
             RequestCode.END_TRANSACTION: self.process_end_transaction,
         }
+        self.pop = PopService(self)  # POP consumption (broker/pop), also the gRPC front's API
+        self.handlers.update(PopProcessor(self.pop).handlers())
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -150,6 +153,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             asyncio.create_task(self._every(max(0.2, self.transaction_check_interval_ms / 1000),
                                             self.check_transactions), name="transaction-check"),
         ]
+        self._tasks.extend(self.pop.start())
         if self.registrar is not None:
             first = asyncio.create_task(self.register_remote(force=True), name="register-remote-first")
             self._bg.add(first)
@@ -169,6 +173,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
                 await asyncio.wait_for(self.registrar.unregister_all(), 10)
         if self.hold is not None:
             self.hold.wake_all()
+        self.pop.stop()
         for svc in getattr(self.local, "services", []):
             with contextlib.suppress(Exception):
                 svc.stop()

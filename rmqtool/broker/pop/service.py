@@ -1,0 +1,568 @@
+"""PopService: the POP operations of one broker, as coroutines (see `rmqtool.broker.pop`).
+
+The checks, their order, response codes and remarks are Java 5.3.3's PopMessageProcessor,
+AckMessageProcessor, ChangeInvisibleTimeProcessor and NotificationProcessor; failures raise
+`PopError(code, remark)`, which the remoting processor turns into the answer Java gives.
+Long polling (`PopLongPollingService`): a pop or notification that found nothing waits until a
+message arrives on the topic or its retry topic, or until bornTime + pollTime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmqtool.broker.sql92 import SelectorError
+from rmqtool.layouts.pop import (
+    POP_ORDER_REVIVE_QUEUE,
+    AckMsg,
+    BatchAck,
+    ExtraInfoError,
+    PopCheckPoint,
+    build_extra_info,
+    extra_field,
+    extra_int,
+    pop_retry_topic,
+    pop_retry_topic_v1,
+    real_topic,
+    revive_topic,
+    split_extra_info,
+)
+from rmqtool.remoting.bodies import SubscriptionData
+from rmqtool.remoting.codes import ResponseCode
+
+from .orderinfo import ConsumerOrderInfoManager
+from .popper import INIT_MODE_MIN, PopContext, PoppedMessage, Popper, PopRequest, QueueLockManager
+from .records import ack_message, ck_message
+
+FAQ_APPLY_TOPIC = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+NOT_SET = "not set any response code"  # the remark of Java's createResponseCommand(Class)
+MAX_POP_NUMS = 32
+MAX_POLLING = 100_000  # maxPopPollingSize
+
+
+class PopError(Exception):
+    """A POP request refused: the response code and remark Java's broker answers with."""
+
+    def __init__(self, code: int, remark: str | None) -> None:
+        super().__init__(remark or str(code))
+        self.code = code
+        self.remark = remark
+
+
+def _java_error(e: ExtraInfoError | ValueError) -> PopError:
+    """An exception of ExtraInfoUtil inside a processor: Java answers SYSTEM_ERROR with its name."""
+    kind = "java.lang.NumberFormatException" if str(e).startswith("For input string") \
+        else "java.lang.IllegalArgumentException"
+    return PopError(ResponseCode.SYSTEM_ERROR, f"{kind}: {e}")
+
+
+@dataclass
+class PopResult:
+    """A pop's answer: SUCCESS with messages, or POLLING_TIMEOUT / POLLING_FULL without."""
+
+    code: int
+    remark: str
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+    rest_num: int
+    start_offset_info: str
+    msg_offset_info: str
+    order_count_info: str | None
+    messages: list[PoppedMessage] = field(default_factory=list)
+
+    @property
+    def found(self) -> bool:
+        return self.code == ResponseCode.SUCCESS
+
+    def header(self) -> dict[str, str]:
+        """PopMessageResponseHeader as extFields."""
+        ext = {"popTime": str(self.pop_time), "invisibleTime": str(self.invisible_time),
+               "reviveQid": str(self.revive_qid), "restNum": str(self.rest_num),
+               "startOffsetInfo": self.start_offset_info, "msgOffsetInfo": self.msg_offset_info}
+        if self.order_count_info is not None:
+            ext["orderCountInfo"] = self.order_count_info
+        return ext
+
+    def body(self) -> bytes:
+        return b"".join(m.raw for m in self.messages)
+
+
+@dataclass
+class ChangeInvisibleResult:
+    """ChangeInvisibleTimeResponseHeader, and the receipt handle that now stands for the message."""
+
+    pop_time: int
+    invisible_time: int
+    revive_qid: int
+    extra_info: str
+
+
+def _flag(extra: dict[str, str], name: str, default: bool) -> bool:
+    v = extra.get(name)
+    return default if v is None else v.strip().lower() == "true"
+
+
+def _int(extra: dict[str, str], name: str, default: int) -> int:
+    try:
+        return int(extra.get(name, default))
+    except (TypeError, ValueError):
+        return default
+
+
+class PopService:
+    """POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME and NOTIFICATION
+    of one BrokerController, with the revive service and the order state underneath."""
+
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+        self.local = controller.local
+        self.store = controller.local.store
+        cfg = self.local.config
+        extra: dict[str, str] = dict(getattr(cfg, "extra", {}) or {})
+        self.broker_name: str = cfg.broker_name
+        self.broker_ip = getattr(cfg, "broker_ip1", "127.0.0.1")
+        self.revive_topic = revive_topic(cfg.broker_cluster_name)
+        self.revive_queue_num = max(1, _int(extra, "reviveQueueNum", 8))
+        self.retry_v2 = _flag(extra, "enableRetryTopicV2", False)
+        self.retry_v1_too = _flag(extra, "retrieveMessageFromPopRetryTopicV1", True)
+        self.retry_probability = _int(extra, "popFromRetryProbability", 20)
+        self.revive_interval_ms = _int(extra, "reviveInterval", 1000)
+        self.timer_wheel_enable = bool(getattr(cfg, "timer_wheel_enable", True))
+        self.popper = Popper(self)
+        self.locks: QueueLockManager = self.popper.locks
+        config_dir = Path(cfg.store_path_root_dir) / "config" if not getattr(self.local, "read_only", False) else None
+        self.order_info = ConsumerOrderInfoManager(config_dir, self.now)
+        self.order_info.load()
+        self._ck_counter = 0
+        self._counter_lock = threading.Lock()
+        self._random = random.Random()
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        from .revive import PopReviveService
+
+        self.revive = [PopReviveService(self, qid) for qid in range(self.revive_queue_num)]
+
+    def now(self) -> int:
+        return self.controller.now()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> list[asyncio.Task]:
+        """Listen for arrivals (long polling) and start the revive loop; returns the tasks."""
+        self._loop = asyncio.get_running_loop()
+        self.store.arrival_listeners.append(self._on_arrival)
+        return [asyncio.create_task(self._revive_loop(), name="pop-revive"),
+                asyncio.create_task(self._persist_loop(), name="pop-order-info")]
+
+    def stop(self) -> None:
+        try:
+            self.store.arrival_listeners.remove(self._on_arrival)
+        except ValueError:
+            pass
+        for s in list(self._waiters.values()):
+            for fut in s:
+                if not fut.done():
+                    fut.set_result(None)
+        self.order_info.persist()
+
+    async def _revive_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.revive_interval_ms / 1000)
+            if not self.timer_wheel_enable:
+                continue
+            try:
+                await self.controller.run(self.revive_once)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - logged; the next round starts again from the revive offset
+                import logging
+
+                logging.getLogger("rmqtool.broker.pop").exception("revive failed")
+
+    def revive_once(self) -> int:
+        """One round of every revive queue; returns how many messages went back to retry topics."""
+        return sum(r.run_once() for r in self.revive)
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(5)
+            if self.order_info.dirty:
+                await self.controller.run(self.order_info.persist)
+
+    # -- long polling -----------------------------------------------------------------------------
+    def _on_arrival(self, topic: str, queue_id: int) -> None:
+        loop = self._loop
+        if loop is None or topic not in self._waiters:
+            return
+        try:
+            loop.call_soon_threadsafe(self.notify, topic)
+        except RuntimeError:  # loop closed during shutdown
+            pass
+
+    def notify(self, topic: str) -> None:
+        """Wake the pops and notifications polling `topic` (or its retry topic); on the loop thread."""
+        for fut in self._waiters.get(topic, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    async def _wait(self, topics: list[str], timeout_s: float, arrived: Any) -> bool:
+        if sum(len(s) for s in self._waiters.values()) >= MAX_POLLING:
+            raise PopError(ResponseCode.POLLING_FULL, None)
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for t in topics:
+            self._waiters.setdefault(t, set()).add(fut)
+        try:
+            if arrived():
+                return True
+            await asyncio.wait_for(fut, timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            for t in topics:
+                s = self._waiters.get(t)
+                if s is not None:
+                    s.discard(fut)
+                    if not s:
+                        self._waiters.pop(t, None)
+
+    def retry_topics(self, topic: str, group: str) -> list[str]:
+        out = [pop_retry_topic(topic, group, self.retry_v2)]
+        if self.retry_v2 and self.retry_v1_too:
+            out.append(pop_retry_topic_v1(topic, group))
+        return out
+
+    # -- checks ----------------------------------------------------------------------------------
+    def _topic(self, topic: str) -> Any:
+        tc = self.local.topics.select(topic)
+        if tc is None:
+            raise PopError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ_APPLY_TOPIC}")
+        return tc
+
+    def _group(self, group: str) -> None:
+        try:
+            cfg = self.local.subscriptions.find(group)
+        except Exception:  # noqa: BLE001 - an invalid group name: no such group
+            cfg = None
+        if cfg is None:
+            raise PopError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                           f"subscription group [{group}] does not exist, \nSee "
+                           "https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details.")
+        if not cfg.consume_enable:
+            raise PopError(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+
+    def _next_revive_qid(self) -> int:
+        with self._counter_lock:
+            n = self._ck_counter
+            self._ck_counter += 1
+        return abs(n % self.revive_queue_num)
+
+    # -- POP_MESSAGE ------------------------------------------------------------------------------
+    async def pop(self, group: str, topic: str, queue_id: int = -1, max_nums: int = 32,
+                  invisible_time: int = 60_000, poll_time: int = 0, expression: str | None = "*",
+                  expression_type: str | None = "TAG", order: bool = False, init_mode: int = INIT_MODE_MIN,
+                  attempt_id: str | None = None, born_time: int = 0, peer: str = "in-process") -> PopResult:
+        """Hand out up to `max_nums` messages of `topic` (every queue with -1), invisible for
+        `invisible_time` ms, waiting up to `poll_time` ms for some to arrive. Raises PopError."""
+        now = self.now()
+        born = born_time if born_time > 0 else now
+        if now - born - poll_time > 500:
+            raise PopError(ResponseCode.POLLING_TIMEOUT, f"the broker[{self.broker_ip}] pop message is timeout too much")
+        if max_nums > MAX_POP_NUMS:
+            raise PopError(ResponseCode.INVALID_PARAMETER,
+                           f"the broker[{self.broker_ip}] pop message's num is greater than 32")
+        if not self.timer_wheel_enable:
+            raise PopError(ResponseCode.SYSTEM_ERROR, f"the broker[{self.broker_ip}] pop message is forbidden "
+                                                      "because timerWheelEnable is false")
+        tc = self._topic(topic)
+        if not tc.perm & 4:
+            raise PopError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+        qid = -1 if queue_id < 0 else queue_id
+        if qid >= tc.read_queue_nums:
+            raise PopError(ResponseCode.INVALID_PARAMETER,
+                           f"queueId[{qid}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                           f"[{tc.read_queue_nums}] consumer:[{peer}]")
+        self._group(group)
+        codes, flt = None, None
+        if expression:
+            try:
+                codes, flt = self.controller._message_filter(SubscriptionData.build(topic, expression, expression_type))
+            except (SelectorError, PermissionError, ValueError):
+                raise PopError(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed") \
+                    from None
+        req = PopRequest(group, topic, qid, max(0, max_nums), invisible_time, init_mode, order, attempt_id, codes, flt)
+        deadline_ms = min(born + poll_time, now + poll_time)
+        watch = [topic, *self.retry_topics(topic, group)]
+        while True:
+            result = await self.controller.run(self._pop_once, req, tc)
+            if result.messages:
+                if result.rest_num > 0:
+                    self.notify(topic)
+                return result
+            remaining = deadline_ms - self.now()
+            if poll_time <= 0 or remaining <= 0:
+                result.code = ResponseCode.POLLING_TIMEOUT
+                result.remark = "NO_MESSAGE_IN_QUEUE"
+                return result
+            woke = await self._wait(watch, remaining / 1000, lambda: self._has_new(req, tc))
+            if not woke:  # one last look after the hold, as Java's expired request does
+                result = await self.controller.run(self._pop_once, req, tc)
+                if not result.messages:
+                    result.code = ResponseCode.POLLING_TIMEOUT
+                    result.remark = "NO_MESSAGE_IN_QUEUE"
+                return result
+
+    def _has_new(self, req: PopRequest, tc: Any) -> bool:
+        """Anything past the group's offset in the queues polled (closes the arrival race)."""
+        store, offsets = self.store, self.local.offsets
+        topics = [(req.topic, range(tc.read_queue_nums) if req.queue_id < 0 else [req.queue_id])]
+        if not req.order:
+            for rt in self.retry_topics(req.topic, req.group):
+                rtc = self.local.topics.select(rt)
+                if rtc is not None:
+                    topics.append((rt, range(rtc.read_queue_nums)))
+        for t, qids in topics:
+            for q in qids:
+                off = offsets.query_offset(req.group, t, q)
+                if store.get_max_offset_in_queue(t, q) > max(off, 0) and not (
+                        req.order and self.order_info.check_block(req.attempt_id, t, req.group, q,
+                                                                  req.invisible_time)):
+                    return True
+        return False
+
+    def _pop_once(self, req: PopRequest, tc: Any) -> PopResult:
+        """`processRequest` after the checks: retry topic first with popFromRetryProbability %, then
+        the topic, then the retry topic again if the pop is not full."""
+        random_q = self._random.randrange(100)
+        revive_qid = POP_ORDER_REVIVE_QUEUE if req.order else self._next_revive_qid()
+        ctx = PopContext(req, self.now(), revive_qid)
+        need_retry = random_q < self.retry_probability
+        retry_topic = pop_retry_topic(req.topic, req.group, self.retry_v2)
+        if self.retry_v2 and self.retry_v1_too and random_q % 2 == 0:
+            retry_topic = pop_retry_topic_v1(req.topic, req.group)
+        popper = self.popper
+        if need_retry and not req.order:
+            popper.pop_topic(ctx, retry_topic, True, random_q)
+        if req.queue_id < 0:
+            popper.pop_topic(ctx, tc.topic_name, False, random_q)
+        else:
+            popper.pop_queue(ctx, tc.topic_name, False, req.queue_id)
+        if not need_retry and len(ctx.messages) < req.max_nums and not req.order:
+            popper.pop_topic(ctx, retry_topic, True, random_q)
+        return PopResult(ResponseCode.SUCCESS, "FOUND", ctx.pop_time, req.invisible_time, revive_qid, ctx.rest_num,
+                         ";".join(ctx.start_offset_info), ";".join(ctx.msg_offset_info),
+                         ";".join(ctx.order_count_info) if req.order else None, ctx.messages)
+
+    # -- ACK_MESSAGE / BATCH_ACK_MESSAGE ----------------------------------------------------------
+    def _check_ack_queue(self, topic: str, queue_id: int, peer: str) -> Any:
+        tc = self._topic(topic)
+        if queue_id >= tc.read_queue_nums or queue_id < 0:
+            raise PopError(ResponseCode.MESSAGE_ILLEGAL,
+                           f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                           f"[{tc.read_queue_nums}] consumer:[{peer}]")
+        return tc
+
+    async def ack_message(self, group: str, topic: str, queue_id: int, extra_info: str, offset: int,
+                          peer: str = "in-process") -> None:
+        """ACK_MESSAGE with the request's own fields (`topic` is the real one: the retry topic for a
+        redelivered message). Raises PopError."""
+        self._check_ack_queue(topic, queue_id, peer)
+        lo = self.store.get_min_offset_in_queue(topic, queue_id)
+        hi = self.store.get_max_offset_in_queue(topic, queue_id)
+        if offset < lo or offset > hi:
+            raise PopError(ResponseCode.NO_MESSAGE,
+                           f"offset is illegal, key:{topic}@{queue_id}, commit:{offset}, store:{lo}~{hi}")
+        try:
+            parts = split_extra_info(extra_info)
+            broker_name = extra_field(parts, 5)
+            rqid = extra_int(parts, 3)
+            ck_offset = extra_int(parts, 0)
+            pop_time = extra_int(parts, 1)
+            invisible = extra_int(parts, 2)
+        except ExtraInfoError as e:
+            raise _java_error(e) from None
+        if rqid == POP_ORDER_REVIVE_QUEUE:
+            await self.controller.run(self._ack_orderly, topic, group, queue_id, offset, pop_time, invisible, peer)
+            return
+        ack = AckMsg(offset, ck_offset, group, topic, queue_id, pop_time, broker_name)
+        await self.controller.run(self._put_ack, ack, rqid, invisible)
+
+    async def ack(self, group: str, topic: str, extra_info: str, peer: str = "in-process") -> None:
+        """Ack one message by its receipt handle; `topic` is the topic the consumer subscribed to."""
+        try:
+            parts = split_extra_info(extra_info)
+            rt = real_topic(topic, group, extra_field(parts, 4))
+            qid, offset = extra_int(parts, 6), extra_int(parts, 7)
+        except ExtraInfoError as e:
+            raise _java_error(e) from None
+        except ValueError as e:
+            raise _java_error(e) from None
+        await self.ack_message(group, rt, qid, extra_info, offset, peer)
+
+    def _put_ack(self, ack: AckMsg, revive_qid: int, invisible_time: int) -> None:
+        msg = ack_message(self.local, self.revive_topic, ack, revive_qid, invisible_time, self.now())
+        self.store.put_message(msg)  # Java logs a failed put and still answers SUCCESS
+
+    async def batch_ack(self, acks: list[BatchAck], broker_name: str | None = None, peer: str = "in-process") -> None:
+        """BATCH_ACK_MESSAGE: every set bit of each entry is an ack; entries for unknown queues or
+        offsets out of the queue's range are skipped, as Java skips them."""
+        if not acks:
+            raise PopError(ResponseCode.NO_MESSAGE, None)
+        for b in acks:
+            try:
+                topic = real_topic(b.topic, b.consumer_group, b.retry)
+            except ValueError as e:
+                raise _java_error(e) from None
+            if self.local.topics.select(topic) is None or self.store.get_max_offset_in_queue(topic, b.queue_id) <= 0 \
+                    and self.store.get_min_offset_in_queue(topic, b.queue_id) < 0:
+                continue
+            lo = self.store.get_min_offset_in_queue(topic, b.queue_id)
+            hi = self.store.get_max_offset_in_queue(topic, b.queue_id)
+            offsets = [b.start_offset + i for i in b.bits if lo <= b.start_offset + i <= hi]
+            if b.revive_queue_id == POP_ORDER_REVIVE_QUEUE:
+                for off in offsets:
+                    await self.controller.run(self._ack_orderly, topic, b.consumer_group, b.queue_id, off,
+                                              b.pop_time, b.invisible_time, peer)
+                continue
+            if not offsets:
+                continue
+            ack = AckMsg(-1, b.start_offset, b.consumer_group, topic, b.queue_id, b.pop_time, broker_name,
+                         ack_offset_list=offsets)
+            await self.controller.run(self._put_ack, ack, b.revive_queue_id, b.invisible_time)
+
+    def _ack_orderly(self, topic: str, group: str, queue_id: int, ack_offset: int, pop_time: int,
+                     invisible_time: int, peer: str) -> None:
+        """`ackOrderly`: move the consumer offset to the first unacked message of the orderly pop."""
+        offsets = self.local.offsets
+        key = QueueLockManager.key(topic, group, queue_id)
+        if ack_offset < offsets.query_offset(group, topic, queue_id):
+            return
+        self.locks.lock(key)
+        try:
+            old = offsets.query_offset(group, topic, queue_id)
+            if ack_offset < old:
+                return
+            nxt = self.order_info.commit_and_next(topic, group, queue_id, ack_offset, pop_time)
+            if nxt > -1:
+                offsets.commit_offset(group, topic, queue_id, nxt)
+                if not self.order_info.check_block(None, topic, group, queue_id, invisible_time):
+                    self._notify_threadsafe(topic)
+            elif nxt == -1:
+                raise PopError(ResponseCode.MESSAGE_ILLEGAL,
+                               f"offset is illegal, key:{key}, old:{old}, commit:{ack_offset}, next:{nxt}, {peer}")
+        finally:
+            self.locks.unlock(key)
+
+    def _notify_threadsafe(self, topic: str) -> None:
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self.notify, topic)
+            except RuntimeError:
+                pass
+
+    # -- CHANGE_MESSAGE_INVISIBLETIME -------------------------------------------------------------
+    async def change_invisible_time_message(self, group: str, topic: str, queue_id: int, extra_info: str,
+                                            offset: int, invisible_time: int,
+                                            peer: str = "in-process") -> ChangeInvisibleResult:
+        """CHANGE_MESSAGE_INVISIBLETIME with the request's own fields (`topic` the real one)."""
+        self._check_ack_queue(topic, queue_id, peer)
+        lo = self.store.get_min_offset_in_queue(topic, queue_id)
+        hi = self.store.get_max_offset_in_queue(topic, queue_id)
+        if offset < lo or offset >= hi:
+            raise PopError(ResponseCode.NO_MESSAGE, NOT_SET)
+        try:
+            parts = split_extra_info(extra_info)
+            rqid = extra_int(parts, 3)
+            if rqid == POP_ORDER_REVIVE_QUEUE:
+                pop_time = extra_int(parts, 1)
+                return await self.controller.run(self._change_orderly, group, topic, queue_id, offset, pop_time,
+                                                 invisible_time, rqid)
+            broker_name = extra_field(parts, 5)
+            ck_offset, pop_time, old_invisible = extra_int(parts, 0), extra_int(parts, 1), extra_int(parts, 2)
+        except ExtraInfoError as e:
+            raise _java_error(e) from None
+        now = self.now()
+        ck = PopCheckPoint(start_offset=offset, pop_time=now, invisible_time=invisible_time, num=1, queue_id=queue_id,
+                           topic=topic, cid=group, broker_name=broker_name)
+        ck.add_diff(0)
+        ack = AckMsg(offset, ck_offset, group, topic, queue_id, pop_time, broker_name)
+
+        def append() -> bool:
+            put = self.store.put_message(ck_message(self.local, self.revive_topic, ck, rqid, self.now()))
+            if str(getattr(put.status, "name", put.status)) not in ("PUT_OK", "FLUSH_DISK_TIMEOUT",
+                                                                   "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
+                return False
+            self._put_ack(ack, rqid, old_invisible)  # ackOrigin: the old checkpoint's message is done
+            return True
+
+        if not await self.controller.run(append):
+            raise PopError(ResponseCode.SYSTEM_ERROR, NOT_SET)
+        return ChangeInvisibleResult(now, invisible_time, rqid,
+                                     build_extra_info(offset, now, invisible_time, rqid, topic, broker_name,
+                                                      queue_id, offset))
+
+    async def change_invisible_time(self, group: str, topic: str, extra_info: str, invisible_time: int,
+                                    peer: str = "in-process") -> ChangeInvisibleResult:
+        """Make a message invisible for `invisible_time` ms from now, by its receipt handle;
+        `topic` is the subscribed topic. The result's `extra_info` is the new receipt handle."""
+        try:
+            parts = split_extra_info(extra_info)
+            rt = real_topic(topic, group, extra_field(parts, 4))
+            qid, offset = extra_int(parts, 6), extra_int(parts, 7)
+        except (ExtraInfoError, ValueError) as e:
+            raise _java_error(e) from None
+        return await self.change_invisible_time_message(group, rt, qid, extra_info, offset, invisible_time, peer)
+
+    def _change_orderly(self, group: str, topic: str, queue_id: int, offset: int, pop_time: int,
+                        invisible_time: int, rqid: int) -> ChangeInvisibleResult:
+        """`processChangeInvisibleTimeForOrder`: only the message's next visible time changes."""
+        offsets = self.local.offsets
+        same = ChangeInvisibleResult(0, 0, 0, "")
+        if offset < offsets.query_offset(group, topic, queue_id):
+            return same
+        key = QueueLockManager.key(topic, group, queue_id)
+        self.locks.lock(key)
+        try:
+            if offset < offsets.query_offset(group, topic, queue_id):
+                return same
+            visible = self.now() + invisible_time
+            self.order_info.update_next_visible_time(topic, group, queue_id, offset, pop_time, visible)
+            return ChangeInvisibleResult(pop_time, visible - pop_time, rqid,
+                                         build_extra_info(offset, pop_time, visible - pop_time, rqid, topic,
+                                                          self.broker_name, queue_id, offset))
+        finally:
+            self.locks.unlock(key)
+
+    # -- NOTIFICATION -------------------------------------------------------------------------------
+    async def notification(self, group: str, topic: str, queue_id: int = -1, poll_time: int = 0,
+                           born_time: int = 0, order: bool = False, attempt_id: str | None = None,
+                           peer: str = "in-process") -> tuple[bool, bool]:
+        """NOTIFICATION: (hasMsg, pollingFull), waiting up to `poll_time` ms for a message."""
+        tc = self._topic(topic)
+        if not tc.perm & 4:
+            raise PopError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+        if queue_id >= tc.read_queue_nums:
+            raise PopError(ResponseCode.INVALID_PARAMETER,
+                           f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                           f"[{tc.read_queue_nums}] consumer:[{peer}]")
+        self._group(group)
+        now = self.now()
+        req = PopRequest(group, topic, -1 if queue_id < 0 else queue_id, 1, 0, INIT_MODE_MIN, order, attempt_id)
+        if self._has_new(req, tc):
+            return True, False
+        born = born_time if born_time > 0 else now
+        remaining = min(born + poll_time, now + poll_time) - now
+        if poll_time <= 0 or remaining <= 0:
+            return False, False
+        try:
+            woke = await self._wait([topic, *self.retry_topics(topic, group)], remaining / 1000,
+                                    lambda: self._has_new(req, tc))
+        except PopError:
+            return False, True
+        return (woke and self._has_new(req, tc)), False
