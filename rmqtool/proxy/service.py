@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 
 from rmqtool.proxy.client import ClientActivity, TelemetryAbort
+from rmqtool.proxy.consumer import ConsumerActivity
 from rmqtool.proxy.context import ProxyContext, ProxyCore
 from rmqtool.proxy.pb import service as s
 from rmqtool.proxy.pb import service_grpc
@@ -28,7 +29,7 @@ log = logging.getLogger("rmqtool.proxy")
 _END = object()
 
 
-class MessagingService(RouteActivity, ProducerActivity, ClientActivity,
+class MessagingService(RouteActivity, ProducerActivity, ConsumerActivity, ClientActivity,
                        service_grpc.MessagingServiceServicer):  # type: ignore[misc,name-defined]
     def __init__(self, core: ProxyCore) -> None:
         self.core = core
@@ -67,6 +68,36 @@ class MessagingService(RouteActivity, ProducerActivity, ClientActivity,
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
         return await self._unary(request, context, s.NotifyClientTerminationResponse, self.notify_client_termination)
+
+    async def AckMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return await self._unary(request, context, s.AckMessageResponse, self.ack_message)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return await self._unary(request, context, s.ChangeInvisibleDurationResponse, self.change_invisible_duration)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return await self._unary(request, context, s.ForwardMessageToDeadLetterQueueResponse,
+                                 self.forward_message_to_dead_letter_queue)
+
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
+        """Server streaming: a status, the messages, then the delivery timestamp, as the proxy's
+        ReceiveMessageResponseStreamWriter writes them; every failure is a status on the stream."""
+        try:
+            ctx = ProxyContext.from_grpc(context)
+            ctx.require_client_id()
+        except ProxyError as e:
+            yield s.ReceiveMessageResponse(status=status(e.code, e.message))
+            return
+        remaining = context.time_remaining()
+        remaining_ms = None if remaining is None else int(remaining * 1000)
+        try:
+            async for r in self.receive_message(ctx, request, remaining_ms):
+                yield r
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.exception("internal server error in ReceiveMessage")
+            yield s.ReceiveMessageResponse(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(e).__name__}: {e}"))
 
     async def Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
         """Commands in, answers out, concurrently: the broker may write (a transaction check)
