@@ -25,7 +25,7 @@ from rmqtool.proxy.context import ProxyContext, ProxyCore
 from rmqtool.proxy.convert import POP_CK, build_message, duration_ms, timestamp_of
 from rmqtool.proxy.pb import definition as d
 from rmqtool.proxy.pb import service as s
-from rmqtool.proxy.status import Code, ProxyError, code_of_remoting, ok, status
+from rmqtool.proxy.status import Code, ProxyError, code_of_remoting, ok, proxy_exception, status
 from rmqtool.proxy.validate import validate_consumer_group, validate_invisible_time, validate_topic
 from rmqtool.remoting.bodies import SubscriptionData
 from rmqtool.remoting.codes import RequestCode, ResponseCode
@@ -56,8 +56,10 @@ class ReceiptHandle:
     @classmethod
     def decode(cls, text: str) -> ReceiptHandle:
         parts = text.split(" ")
-        if len(parts) < 8:
-            raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"Parse failed, dataList size {len(parts)}")
+        if len(parts) < 8:  # ExceptionUtils.getErrorDetailMessage of Java 5.3.3's IllegalArgumentException
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR,
+                             f"Parse failed, dataList size {len(parts)}. IllegalArgumentException. "
+                             "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56))")
         try:
             clo = int(parts[8]) if len(parts) >= 9 else -1
             return cls(int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5],
@@ -79,7 +81,7 @@ class ReceiptHandle:
 def _validate_handle(h: ReceiptHandle) -> None:
     """`AbstractProcessor.validateReceiptHandle`."""
     if h.expired:
-        raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+        raise proxy_exception(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
 
 
 def _pop_error_status(e: Exception) -> ProxyError:
@@ -144,7 +146,7 @@ class ConsumerActivity:
         except Exception as e:
             raise ProxyError(Code.ILLEGAL_FILTER_EXPRESSION, str(e)) from None
         if not self._read_queues(topic):
-            raise ProxyError(Code.FORBIDDEN, "no readable queue")
+            raise proxy_exception(Code.FORBIDDEN, "no readable queue")
         try:
             result = await self.pop.pop(group, topic, -1, min(req.batch_size, MAX_MSG_NUMS_FOR_POP_REQUEST), invisible,
                                         polling, sub.subString, sub.expressionType, fifo, 1,
@@ -252,7 +254,7 @@ class ConsumerActivity:
         """`ProducerProcessor.forwardMessageToDeadLetterQueue`: CONSUMER_SEND_MSG_BACK with delay
         level -1 (straight to %DLQ%), then the message is acked."""
         if h.commit_log_offset < 0:
-            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
+            raise proxy_exception(Code.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
         hdr = ConsumerSendMsgBackRequestHeader(h.commit_log_offset, group, -1, msg_id, h.real_topic(topic, group),
                                                False, 0)
         cmd = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, hdr.to_ext())

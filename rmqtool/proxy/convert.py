@@ -15,7 +15,7 @@ from rmqtool.layouts import properties as P
 from rmqtool.layouts.message import MessageExt
 from rmqtool.proxy.config import ProxyConfig
 from rmqtool.proxy.pb import definition as d
-from rmqtool.proxy.status import Code, ProxyError
+from rmqtool.proxy.status import Code, ProxyError, proxy_exception
 from rmqtool.proxy.validate import contains_control_character, is_blank, validate_tag
 
 COMPRESSED_FLAG = 0x1
@@ -172,9 +172,9 @@ def message_type_of(props: dict[str, str]) -> str:
 def check_message_type(topic_type: str, actual: str) -> None:
     """`DefaultTopicMessageTypeValidator.validate`."""
     if actual == "UNSPECIFIED" or (actual != topic_type and topic_type != "MIXED"):
-        raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                         f"TopicMessageType validate failed, the expected type is {topic_type}, "
-                         f"but actual type is {actual}")
+        raise proxy_exception(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                              f"TopicMessageType validate failed, the expected type is {topic_type}, "
+                              f"but actual type is {actual}")
 
 
 def resource(name: str) -> Any:

@@ -27,7 +27,7 @@ from rmqtool.proxy.convert import (
 )
 from rmqtool.proxy.pb import definition as d
 from rmqtool.proxy.pb import service as s
-from rmqtool.proxy.status import Code, ProxyError, ok, status
+from rmqtool.proxy.status import Code, ProxyError, ok, proxy_exception, status
 from rmqtool.proxy.validate import is_blank, validate_topic
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
@@ -93,7 +93,7 @@ class ProducerActivity:
             check_message_type(core.topic_message_type(topic), message_type_of(props0))
         queues = self._write_queues(topic)
         if not queues:
-            raise ProxyError(Code.FORBIDDEN, "no writable queue")
+            raise proxy_exception(Code.FORBIDDEN, "no writable queue")
         group = first.system_properties.message_group if len(req.messages) == 1 else ""
         if group:
             queue_id = queues[consistent_hash(java_string_hash(group), len(queues))]
@@ -146,7 +146,7 @@ class ProducerActivity:
         group = req.topic.name
         data = core.transactions.poll(group, req.transaction_id)
         if data is None:
-            raise ProxyError(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
+            raise proxy_exception(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
         h = EndTransactionRequestHeader(group, data.tran_state_table_offset, data.commit_log_offset, kind,
                                         req.message_id, req.source == d.SOURCE_SERVER_CHECK, req.transaction_id,
                                         req.topic.name)

@@ -33,6 +33,12 @@ class ProxyError(Exception):
         self.message = message
 
 
+def proxy_exception(code: int, message: str) -> ProxyError:
+    """A `ProxyException` of the processors: wrapped into a GrpcProxyException, whose message is
+    the wrapped exception's `toString()`, class name first, as the proxy's statuses show it."""
+    return ProxyError(code, f"org.apache.rocketmq.proxy.common.ProxyException: {message}")
+
+
 def status(code: int, message: str | None = None) -> Any:
     """`ResponseBuilder.buildStatus(Code, String)`: the message defaults to the code's name."""
     return d.Status(code=code, message=message if message is not None else Code.Name(code))

@@ -38,18 +38,24 @@ def serve(tmp_path_factory) -> Iterator[GrpcServe]:
     assert code == 0, p.stderr
 
 
-def create_topic(addr: str, topic: str, queues: int = 2, message_type: str | None = None) -> None:
-    """UPDATE_AND_CREATE_TOPIC as `mqadmin updateTopic [-a +message.type=TYPE]` sends it."""
+def create_topic(target, topic: str, queues: int = 2, message_type: str | None = None) -> None:
+    """UPDATE_AND_CREATE_TOPIC to `target.broker` as `mqadmin updateTopic [-a +message.type=TYPE]`
+    sends it, then wait until `target.namesrv` routes it (a proxy caches a topic it could not route)."""
     ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues), "writeQueueNums": str(queues),
            "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"}
     if message_type:
         ext["attributes"] = f"+message.type={message_type}"
-    w = Wire(addr)
+    w = Wire(target.broker)
     try:
         r = w.request(17, ext)
         assert r.code == 0, r.remark
     finally:
         w.close()
+    ns = Wire(target.namesrv)
+    try:
+        assert wait_for(lambda: ns.request(105, {"topic": topic}).code == 0, timeout=30), f"{topic} not routed"
+    finally:
+        ns.close()
 
 
 def unique(prefix: str) -> str:
@@ -73,8 +79,34 @@ class Stub:
     def call(self, name: str, request, timeout: float = 10):
         return getattr(self.stub, name)(request, metadata=self.metadata, timeout=timeout)
 
+    def telemetry(self, *commands, timeout: float = 30) -> Telemetry:
+        return Telemetry(self, list(commands), timeout)
+
     def close(self) -> None:
         self.channel.close()
+
+
+class Telemetry:
+    """A Telemetry call whose request side stays open (as an SDK keeps it) until `close()`."""
+
+    def __init__(self, stub: Stub, commands: list, timeout: float) -> None:
+        import threading
+
+        self.done = threading.Event()
+
+        def requests():
+            yield from commands
+            self.done.wait(timeout)
+
+        self.call = stub.stub.Telemetry(requests(), metadata=stub.metadata, timeout=timeout)
+        self.responses = iter(self.call)
+
+    def next(self):
+        return next(self.responses)
+
+    def close(self) -> None:
+        self.done.set()
+        self.call.cancel()
 
 
 def message(topic: str, body: bytes = b"body", **sp) -> d.Message:
@@ -92,4 +124,4 @@ def wait_for(pred, timeout: float = 20.0, step: float = 0.1):
     return pred()
 
 
-__all__ = ["GrpcServe", "Stub", "create_topic", "d", "message", "s", "unique", "wait_for"]
+__all__ = ["GrpcServe", "Stub", "Telemetry", "create_topic", "d", "message", "s", "unique", "wait_for"]

@@ -62,7 +62,7 @@ def receive_all(c: SimpleConsumer, want: int, invisible_s: int = 15, timeout: fl
 
 def test_simple_consumer_receive_ack_change_invisible_redelivery(serve):
     topic, group = unique("GS"), unique("GSG")
-    create_topic(serve.broker, topic, 2)
+    create_topic(serve, topic, 2)
     c = simple(serve, group, topic)
     try:
         ids = send_sdk(serve, topic, [b"m0", b"m1", b"m2"])
@@ -88,7 +88,7 @@ def test_simple_consumer_receive_ack_change_invisible_redelivery(serve):
 
 def test_remoting_sent_message_received_through_grpc(serve):
     topic, group = unique("GR"), unique("GRG")
-    create_topic(serve.broker, topic, 1)
+    create_topic(serve, topic, 1)
     c = simple(serve, group, topic)
     try:
         w = Wire(serve.broker)
@@ -112,7 +112,7 @@ def test_remoting_sent_message_received_through_grpc(serve):
 
 def test_tag_filter_and_bad_invisible_duration(serve):
     topic, group = unique("GTF"), unique("GTFG")
-    create_topic(serve.broker, topic, 1)
+    create_topic(serve, topic, 1)
     c = simple(serve, group, topic, expr="TagB")
     try:
         send_sdk(serve, topic, [b"a"], tag="TagA")
@@ -140,7 +140,7 @@ class Collect(MessageListener):
 
 def test_push_consumer_gets_every_message(serve):
     topic, group = unique("GP"), unique("GPG")
-    create_topic(serve.broker, topic, 2)
+    create_topic(serve, topic, 2)
     listener = Collect()
     c = PushConsumer(config(serve), group, listener, {topic: FilterExpression("*")})
     c.startup()

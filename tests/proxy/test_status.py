@@ -12,6 +12,7 @@ from tests.proxy.conftest import Stub, create_topic, d, message, s, unique
 grpc = pytest.importorskip("grpc")
 
 C = d.Code
+PX = "org.apache.rocketmq.proxy.common.ProxyException: "  # how the proxy words its processors' refusals
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def send(stub: Stub, *msgs):
 
 def test_query_route_lists_queues_behind_the_grpc_endpoint(serve, stub):
     topic = unique("SR")
-    create_topic(serve.broker, topic, 3, "FIFO")
+    create_topic(serve, topic, 3, "FIFO")
     r = route(stub, topic)
     assert r.status.code == C.OK and r.status.message == "OK"
     assert [q.id for q in r.message_queues] == [0, 1, 2]
@@ -66,9 +67,9 @@ def test_client_id_is_required(serve):
 
 def test_send_refusals(serve, stub):
     topic = unique("SS")
-    create_topic(serve.broker, topic, 1)
+    create_topic(serve, topic, 1)
     fifo = unique("SSF")
-    create_topic(serve.broker, fifo, 1, "FIFO")
+    create_topic(serve, fifo, 1, "FIFO")
     cases = [
         (s.SendMessageRequest(), C.MESSAGE_CORRUPTED, "no message to send"),
         (s.SendMessageRequest(messages=[message(topic, b"")]), C.MESSAGE_BODY_EMPTY, "message body cannot be empty"),
@@ -101,7 +102,7 @@ def test_send_refusals(serve, stub):
 
 def test_send_ok_entry(serve, stub):
     topic = unique("SO")
-    create_topic(serve.broker, topic, 1)
+    create_topic(serve, topic, 1)
     m = message(topic, b"ok", tag="T")
     r = send(stub, m)
     assert r.status.code == C.OK and r.status.message == "OK"
@@ -120,55 +121,56 @@ def test_heartbeat_and_termination_without_settings(stub):
 
 def test_end_transaction_refusals(serve, stub):
     topic = unique("SE")
-    create_topic(serve.broker, topic, 1, "TRANSACTION")
+    create_topic(serve, topic, 1, "TRANSACTION")
     r = stub.call("EndTransaction", s.EndTransactionRequest(topic=d.Resource(name=topic), transaction_id=" "))
     assert (r.status.code, r.status.message) == (C.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
     r = stub.call("EndTransaction", s.EndTransactionRequest(topic=d.Resource(name=topic), transaction_id="nope",
                                                             message_id="nope", resolution=d.COMMIT))
-    assert (r.status.code, r.status.message) == (C.INTERNAL_SERVER_ERROR, "cannot found transaction data")
+    assert (r.status.code, r.status.message) == (C.INTERNAL_SERVER_ERROR, PX + "cannot found transaction data")
 
 
 def test_telemetry_without_pub_sub_is_invalid_argument(stub):
-    calls = stub.stub.Telemetry(iter([s.TelemetryCommand(settings=d.Settings(client_type=d.PRODUCER))]),
-                                metadata=stub.metadata, timeout=10)
+    t = stub.telemetry(s.TelemetryCommand(settings=d.Settings(client_type=d.PRODUCER)))
     with pytest.raises(grpc.RpcError) as e:
-        list(calls)
+        t.next()
+    t.close()
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "there is no publishing or subscription data in settings" in e.value.details()
 
 
 def test_telemetry_settings_come_back_completed(serve, stub):
     topic = unique("ST")
-    create_topic(serve.broker, topic, 1)
+    create_topic(serve, topic, 1)
     settings = d.Settings(client_type=d.PRODUCER, publishing=d.Publishing(topics=[d.Resource(name=topic)]))
-    calls = stub.stub.Telemetry(iter([s.TelemetryCommand(settings=settings)]), metadata=stub.metadata, timeout=10)
-    first = next(iter(calls))
-    calls.cancel()
-    assert first.status.code == C.OK
+    t = stub.telemetry(s.TelemetryCommand(settings=settings))
+    try:
+        first = t.next()
+        assert first.status.code == C.OK
+        # a heartbeat now finds the settings
+        r = stub.call("Heartbeat", s.HeartbeatRequest(client_type=d.PRODUCER))
+        assert r.status.code == C.OK
+    finally:
+        t.close()
     p = first.settings
     assert p.publishing.max_body_size == 4 * 1024 * 1024 and p.publishing.validate_message_type
     assert p.backoff_policy.max_attempts == 3
     assert p.backoff_policy.exponential_backoff.initial.nanos == 10_000_000
     assert p.backoff_policy.exponential_backoff.max.seconds == 1
     assert p.backoff_policy.exponential_backoff.multiplier == 2
-    # a heartbeat now finds the settings
-    r = stub.call("Heartbeat", s.HeartbeatRequest(client_type=d.PRODUCER))
-    assert r.status.code == C.OK
 
 
 def _consumer_settings(stub: Stub, group: str, topic: str):
     sub = d.Subscription(group=d.Resource(name=group), subscriptions=[
         d.SubscriptionEntry(topic=d.Resource(name=topic), expression=d.FilterExpression(type=d.TAG, expression="*"))])
     settings = d.Settings(client_type=d.SIMPLE_CONSUMER, subscription=sub)
-    calls = stub.stub.Telemetry(iter([s.TelemetryCommand(settings=settings)]), metadata=stub.metadata, timeout=30)
-    first = next(iter(calls))
-    return calls, first
+    t = stub.telemetry(s.TelemetryCommand(settings=settings), timeout=60)
+    return t, t.next()
 
 
 def test_consumer_settings_and_receive_refusals(serve):
     stub = Stub(serve.grpc, client_id=unique("consumer"))
     topic, group = unique("SC"), unique("SCG")
-    create_topic(serve.broker, topic, 1)
+    create_topic(serve, topic, 1)
     calls, first = _consumer_settings(stub, group, topic)
     try:
         assert first.status.code == C.OK
@@ -200,12 +202,14 @@ def test_consumer_settings_and_receive_refusals(serve):
 
         ack = stub.call("AckMessage", s.AckMessageRequest(group=d.Resource(name=group), topic=d.Resource(name=topic),
                                                           entries=[s.AckMessageEntry(message_id="m", receipt_handle="x y")]))
-        assert ack.status.code == C.INTERNAL_SERVER_ERROR and ack.entries[0].status.message == "Parse failed, dataList size 2"
+        assert ack.status.code == C.INTERNAL_SERVER_ERROR and ack.entries[0].status.message == (
+            "Parse failed, dataList size 2. IllegalArgumentException. "
+            "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56))")
         old = "0 1000 30000 0 0 broker-a 0 0 0"  # popped in 1970: long expired
         ack = stub.call("AckMessage", s.AckMessageRequest(group=d.Resource(name=group), topic=d.Resource(name=topic),
                                                           entries=[s.AckMessageEntry(message_id="m", receipt_handle=old)]))
         assert (ack.entries[0].status.code, ack.entries[0].status.message) == (C.INVALID_RECEIPT_HANDLE,
-                                                                             "receipt handle is expired")
+                                                                             PX + "receipt handle is expired")
         from google.protobuf.duration_pb2 import Duration
 
         ch = stub.call("ChangeInvisibleDuration", s.ChangeInvisibleDurationRequest(
@@ -216,15 +220,15 @@ def test_consumer_settings_and_receive_refusals(serve):
         ch = stub.call("ChangeInvisibleDuration", s.ChangeInvisibleDurationRequest(
             group=d.Resource(name=group), topic=d.Resource(name=topic), receipt_handle=old, message_id="m",
             invisible_duration=Duration(seconds=10)))
-        assert (ch.status.code, ch.status.message) == (C.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+        assert (ch.status.code, ch.status.message) == (C.INVALID_RECEIPT_HANDLE, PX + "receipt handle is expired")
     finally:
-        calls.cancel()
+        calls.close()
         stub.close()
 
 
 def test_query_assignment(serve, stub):
     topic, group = unique("SA"), unique("SAG")
-    create_topic(serve.broker, topic, 2)
+    create_topic(serve, topic, 2)
     r = stub.call("QueryAssignment", s.QueryAssignmentRequest(topic=d.Resource(name=topic), group=d.Resource(name=group),
                                                               endpoints=stub.endpoints()))
     assert r.status.code == C.OK

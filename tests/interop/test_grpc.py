@@ -1,0 +1,171 @@
+"""Issue 13, side by side: the same gRPC suites (Apache's Python 5.x SDK 5.1.2 and the raw
+`apache.rocketmq.v2` stub) against `rmqtool serve --grpc-port` and against the reference,
+Apache's own proxy 5.3.3 in cluster mode (tests/interop/proxy, ProxyStartup) in front of
+Apache's broker 5.3.3. The suites are the ones of tests/proxy, given each target in turn."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.proxy import test_sdk_consumer as consumer_suite
+from tests.proxy import test_sdk_producer as producer_suite
+from tests.proxy import test_status as status_suite
+from tests.proxy.conftest import Stub
+
+from .conftest import free_port, start_rmqtool_serve, stop_rmqtool_serve, wait_port
+from .harness import JAVA_OPENS
+
+pytestmark = pytest.mark.interop
+PROXY_CP = Path(__file__).parent / "proxy" / "target" / "classpath.txt"
+
+
+@dataclass
+class GrpcTarget:
+    kind: str
+    grpc: str
+    broker: str
+    namesrv: str
+
+
+@pytest.fixture(scope="session")
+def apache_grpc(apache_broker, tmp_path_factory):
+    """ProxyStartup -pm cluster with the Apache broker's name server."""
+    if not PROXY_CP.is_file():
+        pytest.skip("Apache's proxy not built (run .ci/steps/11-grpc-proxy.sh; needs Maven Central)")
+    root = tmp_path_factory.mktemp("apache-proxy")
+    grpc_port = free_port()
+    conf = root / "rmq-proxy.json"
+    conf.write_text(json.dumps({"rocketMQClusterName": "DefaultCluster", "namesrvAddr": apache_broker.namesrv,
+                                "grpcServerPort": grpc_port, "remotingListenPort": free_port(),
+                                "proxyMode": "cluster"}))
+    log = open(root / "proxy.log", "wb")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen(["java", "-Xmx256m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                             "-Djava.net.preferIPv4Stack=true", f"-Duser.home={root / 'home'}", *JAVA_OPENS,
+                             "-cp", PROXY_CP.read_text().strip(), "org.apache.rocketmq.proxy.ProxyStartup",
+                             "-pc", str(conf), "-pm", "cluster"],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(f"127.0.0.1:{grpc_port}", time.time() + 90)
+    except TimeoutError:
+        proc.kill()
+        raise RuntimeError(f"Apache's proxy did not start: {(root / 'proxy.log').read_text()[-2000:]}") from None
+    yield GrpcTarget("apache", f"127.0.0.1:{grpc_port}", apache_broker.broker, apache_broker.namesrv)
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="session")
+def rmqtool_grpc(tmp_path_factory):
+    b = start_rmqtool_serve(tmp_path_factory.mktemp("serve-grpc"), "--grpc-port", "0")
+    m = re.search(r"gRPC ([\d.]+:\d+)", (b.home / "serve.stderr").read_text())
+    assert m, "the ready line names no gRPC endpoint"
+    yield GrpcTarget("rmqtool", m.group(1), b.broker, b.namesrv)
+    assert stop_rmqtool_serve(b) == 0
+    assert "Traceback" not in (b.home / "serve.stderr").read_text()
+
+
+@pytest.fixture(params=["apache", "rmqtool"])
+def target(request) -> GrpcTarget:
+    return request.getfixturevalue("apache_grpc" if request.param == "apache" else "rmqtool_grpc")
+
+
+@pytest.fixture
+def stub(target):
+    st = Stub(target.grpc)
+    yield st
+    st.close()
+
+
+# --- the Python SDK: producer ------------------------------------------------------------------
+
+def test_sdk_normal(target):
+    producer_suite.test_normal_message_reads_back_through_remoting(target)
+
+
+def test_sdk_fifo(target):
+    producer_suite.test_fifo_message_group_keeps_one_queue(target)
+
+
+def test_sdk_delay(target):
+    producer_suite.test_delay_message_waits_for_its_delivery_time(target)
+
+
+def test_sdk_transaction(target):
+    producer_suite.test_transaction_commit_rollback_and_check_back(target)
+
+
+# --- the Python SDK: consumers ---------------------------------------------------------------
+
+def test_sdk_simple_consumer(target):
+    consumer_suite.test_simple_consumer_receive_ack_change_invisible_redelivery(target)
+
+
+def test_sdk_remoting_to_grpc(target):
+    consumer_suite.test_remoting_sent_message_received_through_grpc(target)
+
+
+def test_sdk_tag_filter(target):
+    consumer_suite.test_tag_filter_and_bad_invisible_duration(target)
+
+
+def test_sdk_push_consumer(target):
+    consumer_suite.test_push_consumer_gets_every_message(target)
+
+
+# --- statuses, raw stub ------------------------------------------------------------------------
+
+def test_route(target, stub):
+    status_suite.test_query_route_lists_queues_behind_the_grpc_endpoint(target, stub)
+
+
+@pytest.mark.parametrize("topic, code, text", [
+    ("", 40002, "The specified topic is blank"),
+    ("bad topic!", 40002, "contains illegal characters"),
+    ("TBW102", 40002, "cannot access system topic"),
+    ("NoSuchTopicHere", 40402, "No topic route info in name server for the topic: NoSuchTopicHere"),
+])
+def test_route_refusals(target, stub, topic, code, text):
+    status_suite.test_query_route_refusals(stub, topic, code, text)
+
+
+def test_client_id_required(target):
+    status_suite.test_client_id_is_required(target)
+
+
+def test_send_refusals(target, stub):
+    status_suite.test_send_refusals(target, stub)
+
+
+def test_send_ok(target, stub):
+    status_suite.test_send_ok_entry(target, stub)
+
+
+def test_no_settings(target, stub):
+    status_suite.test_heartbeat_and_termination_without_settings(stub)
+
+
+def test_end_transaction(target, stub):
+    status_suite.test_end_transaction_refusals(target, stub)
+
+
+def test_telemetry_invalid(target, stub):
+    status_suite.test_telemetry_without_pub_sub_is_invalid_argument(stub)
+
+
+def test_telemetry_settings(target, stub):
+    status_suite.test_telemetry_settings_come_back_completed(target, stub)
+
+
+def test_consumer_refusals(target):
+    status_suite.test_consumer_settings_and_receive_refusals(target)
+
+
+def test_assignment(target, stub):
+    status_suite.test_query_assignment(target, stub)
