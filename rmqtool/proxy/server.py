@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 from typing import Any
 
 import grpc
@@ -34,6 +35,8 @@ class GrpcServer:
         ])
         service_grpc.add_MessagingServiceServicer_to_server(MessagingService(self.core), server)
         target = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        if self.port:
+            _probe(self.host, self.port, target)  # a clear error, before grpc logs its own to stderr
         try:
             port = server.add_insecure_port(target)
         except RuntimeError as e:
@@ -53,3 +56,13 @@ class GrpcServer:
                 await self.server.stop(grace)
             self.server = None
         await self.core.close()
+
+
+def _probe(host: str, port: int, target: str) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc binds: only a listener blocks
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            raise RemotingError(f"cannot listen for gRPC on {target}: {e.strerror or e}") from None
