@@ -12,11 +12,48 @@ from rmqtool.errors import RemotingError
 from rmqtool.layouts.net import Host
 from rmqtool.proxy.config import ProxyConfig
 from rmqtool.proxy.context import ProxyCore
-from rmqtool.proxy.pb import service_grpc
-from rmqtool.proxy.service import MessagingService
+from rmqtool.proxy.pb import SERVICE_NAME
+from rmqtool.proxy.pb import service as s
+from rmqtool.proxy.service import BAD_REQUEST, MessagingService
 
 # ProxyConfig.grpcMaxInboundMessageSize: a body of maxMessageSize plus its properties fits
 MAX_INBOUND_MESSAGE_SIZE = 130 * 1024 * 1024
+
+
+_UNARY = {
+    "QueryRoute": s.QueryRouteRequest, "Heartbeat": s.HeartbeatRequest, "SendMessage": s.SendMessageRequest,
+    "QueryAssignment": s.QueryAssignmentRequest, "AckMessage": s.AckMessageRequest,
+    "ForwardMessageToDeadLetterQueue": s.ForwardMessageToDeadLetterQueueRequest,
+    "EndTransaction": s.EndTransactionRequest, "NotifyClientTermination": s.NotifyClientTerminationRequest,
+    "ChangeInvisibleDuration": s.ChangeInvisibleDurationRequest,
+}
+
+
+def _deserializer(cls: Any) -> Any:
+    """Bytes that are not a `cls` become BAD_REQUEST, answered by the servicer, instead of an
+    exception inside grpc (which would log a traceback for every malformed request)."""
+    def parse(data: bytes) -> Any:
+        try:
+            return cls.FromString(data)
+        except Exception:
+            return BAD_REQUEST
+    return parse
+
+
+def _serialize(message: Any) -> bytes:
+    return message.SerializeToString()
+
+
+def method_handlers(servicer: MessagingService) -> Any:
+    """The service's handlers (the generated `add_..._to_server` minus its raising parser). The
+    RPCs not here (PullMessage, offsets, RecallMessage, lite topics) answer UNIMPLEMENTED."""
+    handlers = {name: grpc.unary_unary_rpc_method_handler(getattr(servicer, name), _deserializer(cls), _serialize)
+                for name, cls in _UNARY.items()}
+    handlers["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
+        servicer.ReceiveMessage, _deserializer(s.ReceiveMessageRequest), _serialize)
+    handlers["Telemetry"] = grpc.stream_stream_rpc_method_handler(
+        servicer.Telemetry, _deserializer(s.TelemetryCommand), _serialize)
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
 
 class GrpcServer:
@@ -33,7 +70,7 @@ class GrpcServer:
             ("grpc.max_send_message_length", MAX_INBOUND_MESSAGE_SIZE),
             ("grpc.so_reuseport", 0),
         ])
-        service_grpc.add_MessagingServiceServicer_to_server(MessagingService(self.core), server)
+        server.add_generic_rpc_handlers((method_handlers(MessagingService(self.core)),))
         target = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         if self.port:
             _probe(self.host, self.port, target)  # a clear error, before grpc logs its own to stderr

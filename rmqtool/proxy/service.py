@@ -20,22 +20,24 @@ from rmqtool.proxy.client import ClientActivity, TelemetryAbort
 from rmqtool.proxy.consumer import ConsumerActivity
 from rmqtool.proxy.context import ProxyContext, ProxyCore
 from rmqtool.proxy.pb import service as s
-from rmqtool.proxy.pb import service_grpc
 from rmqtool.proxy.producer import ProducerActivity
 from rmqtool.proxy.route import RouteActivity
 from rmqtool.proxy.status import Code, ProxyError, status
 
 log = logging.getLogger("rmqtool.proxy")
 _END = object()
+BAD_REQUEST = object()  # what a request that does not parse becomes (server.py)
+INVALID_PROTOBUF = "Invalid protobuf byte sequence"  # grpc-java's status for it: INTERNAL
 
 
-class MessagingService(RouteActivity, ProducerActivity, ConsumerActivity, ClientActivity,
-                       service_grpc.MessagingServiceServicer):  # type: ignore[misc,name-defined]
+class MessagingService(RouteActivity, ProducerActivity, ConsumerActivity, ClientActivity):
     def __init__(self, core: ProxyCore) -> None:
         self.core = core
 
     async def _unary(self, request: Any, context: Any, response_type: Any,
                      fn: Callable[[ProxyContext, Any], Any]) -> Any:
+        if request is BAD_REQUEST:
+            await context.abort(grpc.StatusCode.INTERNAL, INVALID_PROTOBUF)
         try:
             ctx = ProxyContext.from_grpc(context)
             ctx.require_client_id()
@@ -82,6 +84,8 @@ class MessagingService(RouteActivity, ProducerActivity, ConsumerActivity, Client
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
         """Server streaming: a status, the messages, then the delivery timestamp, as the proxy's
         ReceiveMessageResponseStreamWriter writes them; every failure is a status on the stream."""
+        if request is BAD_REQUEST:
+            await context.abort(grpc.StatusCode.INTERNAL, INVALID_PROTOBUF)
         try:
             ctx = ProxyContext.from_grpc(context)
             ctx.require_client_id()
@@ -109,6 +113,13 @@ class MessagingService(RouteActivity, ProducerActivity, ConsumerActivity, Client
         async def read() -> None:
             try:
                 async for command in request_iterator:
+                    if command is BAD_REQUEST:
+                        failure.append(TelemetryAbort(False, INVALID_PROTOBUF))
+                        break
+                    if not ctx.client_id.strip():  # validateContext, answered as writeResponse does
+                        outbox.put_nowait(s.TelemetryCommand(status=status(Code.CLIENT_ID_REQUIRED,
+                                                                           "client id cannot be empty")))
+                        break
                     await self.telemetry_command(ctx, command, outbox)
             except TelemetryAbort as e:
                 failure.append(e)
