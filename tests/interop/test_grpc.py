@@ -38,7 +38,7 @@ class GrpcTarget:
 def apache_grpc(apache_broker, tmp_path_factory):
     """ProxyStartup -pm cluster with the Apache broker's name server."""
     if not PROXY_CP.is_file():
-        pytest.skip("Apache's proxy not built (run .ci/steps/11-grpc-proxy.sh; needs Maven Central)")
+        pytest.skip("Apache's proxy not built (run .ci/steps/11-grpc.sh; needs Maven Central)")
     root = tmp_path_factory.mktemp("apache-proxy")
     grpc_port = free_port()
     conf = root / "rmq-proxy.json"
@@ -169,3 +169,96 @@ def test_consumer_refusals(target):
 
 def test_assignment(target, stub):
     status_suite.test_query_assignment(target, stub)
+
+
+# --- the Java 5.x SDK (rocketmq-client-java 5.2.0, tests/interop/grpc-java) -----------------------
+
+JAVA_SDK = Path(__file__).parent / "grpc-java" / "target"
+
+
+def java_sdk(tmp_path: Path, *args: str, timeout: float = 120) -> list[dict]:
+    cp = JAVA_SDK / "classpath.txt"
+    if not cp.is_file() or not (JAVA_SDK / "classes").is_dir():
+        pytest.skip("the Java 5.x SDK suite is not built (run .ci/steps/11-grpc.sh; needs Maven Central)")
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
+           f"-Duser.home={tmp_path}", "-cp", f"{JAVA_SDK / 'classes'}:{cp.read_text().strip()}",
+           "rmqtool.interop.grpc.JavaSdkSuite", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def test_java_sdk_send_normal_fifo_delay(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    for kind, mtype, queues in (("normal", None, 2), ("fifo", "FIFO", 4), ("delay", "DELAY", 1)):
+        topic = unique("JS" + kind[0].upper())
+        create_topic(target, topic, queues, mtype)
+        receipts = java_sdk(tmp_path, "send", target.grpc, topic, kind, "4")
+        assert len(receipts) == 4
+        got = producer_suite.wait_for(lambda t=topic, q=queues: (lambda ms: ms if len(ms) == 4 else None)(
+            producer_suite.pull_all(target.broker, t, q)), timeout=30)
+        assert got, f"{kind}: the four messages did not arrive"
+        by_id = {m.properties["UNIQ_KEY"]: m for m in got}
+        assert set(by_id) == {r["id"] for r in receipts}
+        for r in receipts:
+            m = by_id[r["id"]]
+            i = r["i"]
+            assert (m.body, m.tags, m.keys, m.properties["seq"]) == (f"java {i}".encode(), "TagJ", f"kj{i}", str(i))
+            assert m.properties["PGROUP"] == topic
+            if kind == "fifo":
+                assert m.properties["__SHARDINGKEY"] == f"g{i % 2}"
+            if kind == "delay":
+                assert int(m.properties["TIMER_DELIVER_MS"]) <= m.store_timestamp + 1000
+        if kind == "fifo":
+            for g in ("g0", "g1"):
+                assert len({m.queue_id for m in got if m.properties["__SHARDINGKEY"] == g}) == 1
+
+
+def test_java_sdk_transaction_check_back(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic = unique("JST")
+    create_topic(target, topic, 1, "TRANSACTION")
+    out = java_sdk(tmp_path, "transaction", target.grpc, topic)
+    assert "checked" in out[-1]["checked"]
+    want = {b"committed", b"checked"}
+    got = producer_suite.wait_for(lambda: (lambda ms: ms if {m.body for m in ms} >= want else None)(
+        producer_suite.pull_all(target.broker, topic, 1)), timeout=30)
+    assert got and {m.body for m in got} == want
+
+
+def test_java_sdk_simple_consumer_of_remoting_messages(target, tmp_path):
+    from tests.broker.conftest import Wire, props, send_ext
+    from tests.proxy.conftest import create_topic, unique
+
+    topic, group = unique("JSC"), unique("JSCG")
+    create_topic(target, topic, 1)
+    w = Wire(target.broker)
+    try:
+        for i in range(3):
+            r = w.request(310, send_ext(topic, 0, props(TAGS="TagR", KEYS=f"ka{i} kb", UNIQ_KEY=f"7F00000100012222000000000000000{i}",
+                                                          seq=str(i))), f"remoting {i}".encode())
+            assert r.code == 0, r.remark
+    finally:
+        w.close()
+    out = java_sdk(tmp_path, "simple", target.grpc, topic, group, "3", timeout=180)
+    views = [o for o in out if "body" in o]
+    assert sorted(v["body"] for v in views) == ["remoting 0", "remoting 1", "remoting 2"]
+    for v in views:
+        i = int(v["props"]["seq"])
+        assert v["id"] == f"7F00000100012222000000000000000{i}" and v["tag"] == "TagR"
+        assert sorted(v["keys"]) == [f"ka{i}", "kb"] and v["attempt"] == 1 and v["topic"] == topic
+    (again,) = [o for o in out if "redelivered" in o]
+    assert again["redelivered"] == views[-1]["id"] and again["attempt"] == 2
+    assert out[-1] == {"after": 0}
+
+
+def test_java_sdk_push_consumer(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic, group = unique("JSP"), unique("JSPG")
+    create_topic(target, topic, 2)
+    consumer_suite.send_sdk(target, topic, [f"push {i}".encode() for i in range(5)])
+    out = java_sdk(tmp_path, "push", target.grpc, topic, group, "5", timeout=180)
+    assert sorted(out[-1]["bodies"]) == [f"push {i}" for i in range(5)]
