@@ -35,7 +35,7 @@ from rmqtool.remoting.headers import ConsumerSendMsgBackRequestHeader
 FIRST_POP_TIME = "1ST_POP_TIME"
 MAX_MSG_NUMS_FOR_POP_REQUEST = 32  # ProxyUtils
 ILLEGAL_POLLING_TIME_INTRODUCED_CLIENT_VERSION = "5.0.3"
-NACK_INVISIBLE_TIME = 1000
+CONSUME_INIT_MODE_MAX = 1  # ConsumeInitMode.MAX, what the proxy pops with
 
 
 @dataclass
@@ -149,7 +149,7 @@ class ConsumerActivity:
             raise proxy_exception(Code.FORBIDDEN, "no readable queue")
         try:
             result = await self.pop.pop(group, topic, -1, min(req.batch_size, MAX_MSG_NUMS_FOR_POP_REQUEST), invisible,
-                                        polling, sub.subString, sub.expressionType, fifo, 1,
+                                        polling, sub.subString, sub.expressionType, fifo, CONSUME_INIT_MODE_MAX,
                                         req.attempt_id if req.HasField("attempt_id") else None,
                                         peer=ctx.remote_address)
         except ProxyError:
