@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from rmqtool.layouts.message import decode_record
@@ -53,8 +54,10 @@ def parse_peer(peer: str) -> Host:
 class GrpcClientChannel:
     """Looks like a remoting Connection to the broker; writes to the client's Telemetry stream."""
 
-    def __init__(self, client_id: str, peer: Host, local: Host, transactions: TransactionDataManager) -> None:
+    def __init__(self, client_id: str, peer: Host, local: Host, transactions: TransactionDataManager,
+                 on_close: Callable[[GrpcClientChannel], None] | None = None) -> None:
         self.client_id = client_id
+        self.on_close = on_close
         self.peer = peer
         self.local = local
         self.attrs: dict[str, object] = {"client_id": client_id}
@@ -166,7 +169,12 @@ class GrpcClientChannel:
         return _response(cmd, ResponseCode.SUCCESS, None, body)
 
     async def close(self) -> None:
+        """The broker dropped the client (no heartbeat for 120 s) or it terminated."""
+        if self.closed.is_set():
+            return
         self.closed.set()
+        if self.on_close is not None:
+            self.on_close(self)
         for fut in self.pending.values():
             if not fut.done():
                 fut.cancel()
@@ -183,15 +191,23 @@ def _response(cmd: RemotingCommand, code: int, remark: str | None, body: bytes =
 class GrpcChannelManager:
     """Channels by client id (`GrpcChannelManager.createChannel` returns the existing one)."""
 
-    def __init__(self, transactions: TransactionDataManager) -> None:
+    def __init__(self, transactions: TransactionDataManager,
+                 on_removed: Callable[[str], None] | None = None) -> None:
         self.channels: dict[str, GrpcClientChannel] = {}
         self.transactions = transactions
+        self.on_removed = on_removed  # the client's settings go with its channel
 
     def create(self, client_id: str, peer: Host, local: Host) -> GrpcClientChannel:
         ch = self.channels.get(client_id)
         if ch is None or ch.closed.is_set():
-            ch = self.channels[client_id] = GrpcClientChannel(client_id, peer, local, self.transactions)
+            ch = self.channels[client_id] = GrpcClientChannel(client_id, peer, local, self.transactions, self._closed)
         return ch
+
+    def _closed(self, ch: GrpcClientChannel) -> None:
+        if self.channels.get(ch.client_id) is ch:
+            del self.channels[ch.client_id]
+            if self.on_removed is not None:
+                self.on_removed(ch.client_id)
 
     def get(self, client_id: str) -> GrpcClientChannel | None:
         return self.channels.get(client_id)

@@ -61,8 +61,8 @@ class ProxyCore:
         self.config = config or ProxyConfig()
         self.transactions = TransactionDataManager(self.config.transaction_data_expire_millis,
                                                    self.config.transaction_data_max_num)
-        self.channels = GrpcChannelManager(self.transactions)
         self.settings = ClientSettingsManager(self)
+        self.channels = GrpcChannelManager(self.transactions, lambda cid: self.settings.table.pop(cid, None))
         self.local_host = Host("127.0.0.1", 0)
         self.grpc_port = self.config.grpc_server_port
 

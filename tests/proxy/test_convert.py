@@ -132,3 +132,21 @@ def test_proxy_config_from_broker_conf_names():
                                        "grpcClientProducerMaxAttempts": "x"})
     assert cfg.max_message_size == 1024 and cfg.enable_topic_message_type_check is False
     assert cfg.grpc_client_producer_max_attempts == 3  # a bad value keeps the default
+
+
+def test_a_closed_channel_takes_its_settings_along():
+    import asyncio
+
+    from rmqtool.proxy.context import ProxyCore
+
+    class NoBroker:
+        broker_name = "b"
+
+    core = ProxyCore(NoBroker())
+    host = Host("127.0.0.1", 1)
+    ch = core.channels.create("client-1", host, host)
+    assert core.channels.create("client-1", host, host) is ch  # one channel per client id
+    core.settings.table["client-1"] = d.Settings(client_type=d.PRODUCER)
+    asyncio.run(ch.close())  # as the broker's 120 s expiry closes it
+    assert core.channels.get("client-1") is None and core.settings.raw("client-1") is None
+    assert core.channels.create("client-1", host, host) is not ch
