@@ -262,3 +262,50 @@ def test_java_sdk_push_consumer(target, tmp_path):
     consumer_suite.send_sdk(target, topic, [f"push {i}".encode() for i in range(5)])
     out = java_sdk(tmp_path, "push", target.grpc, topic, group, "5", timeout=180)
     assert sorted(out[-1]["bodies"]) == [f"push {i}" for i in range(5)]
+
+
+# --- the Node.js 5.x SDK (npm rocketmq-client-nodejs 1.0.8, tests/interop/grpc-node) ----------------
+
+NODE_SDK = Path(__file__).parent / "grpc-node"
+
+
+def node_sdk(tmp_path: Path, *args: str, timeout: float = 120) -> list[dict]:
+    if not (NODE_SDK / "node_modules" / "rocketmq-client-nodejs").is_dir():
+        pytest.skip("the Node.js 5.x SDK is not installed (run .ci/steps/11-grpc.sh; needs npm)")
+    import os
+
+    env = dict(os.environ, HOME=str(tmp_path))  # its log file goes under ~/logs
+    r = subprocess.run(["node", str(NODE_SDK / "suite.js"), *args], capture_output=True, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def test_node_sdk_send(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic = unique("NS")
+    create_topic(target, topic, 2)
+    receipts = node_sdk(tmp_path, "send", target.grpc, topic, "3")
+    got = producer_suite.wait_for(lambda: (lambda ms: ms if len(ms) == 3 else None)(
+        producer_suite.pull_all(target.broker, topic, 2)), timeout=30)
+    assert got and {m.properties["UNIQ_KEY"] for m in got} == {r["id"] for r in receipts}
+    for m in got:
+        i = int(m.properties["seq"])
+        assert (m.body, m.tags, m.keys) == (f"node {i}".encode(), "TagN", f"kn{i}")
+
+
+def test_node_sdk_simple_consumer(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic, group = unique("NC"), unique("NCG")
+    create_topic(target, topic, 1)
+    ids = consumer_suite.send_sdk(target, topic, [b"m0", b"m1", b"m2"])
+    out = node_sdk(tmp_path, "simple", target.grpc, topic, group, "3", timeout=180)
+    views = [o for o in out if "body" in o]
+    assert sorted(v["id"] for v in views) == sorted(ids)
+    for v in views:
+        i = int(v["props"]["seq"])
+        assert (v["body"], v["tag"], v["keys"], v["attempt"]) == (f"m{i}", "TagA", [f"key{i}"], 1)
+    (again,) = [o for o in out if "redelivered" in o]
+    assert again == {"redelivered": views[-1]["id"], "attempt": 2}
