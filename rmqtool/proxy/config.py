@@ -30,6 +30,12 @@ class ProxyConfig:
     grpc_client_consumer_min_long_polling_timeout_millis: int = 5_000
     grpc_client_consumer_max_long_polling_timeout_millis: int = 20_000
     grpc_client_consumer_long_polling_batch_size: int = 32
+    enable_proxy_auto_renew: bool = True
+    max_renew_retry_times: int = 3
+    renew_ahead_time_millis: int = 10_000
+    renew_max_time_millis: int = 3 * 3600 * 1000
+    renew_schedule_period_millis: int = 5_000
+    invisible_time_millis_when_clear: int = 1_000
     transaction_data_expire_millis: int = 30_000
     transaction_data_max_num: int = 15
 

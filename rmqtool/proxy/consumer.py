@@ -8,12 +8,13 @@ a client holds is the broker's extraInfo plus the message's CommitLog offset, as
 A received message past the group's max attempts goes to the DLQ instead of the client, one
 whose tag does not match is acked (`PopMessageResultFilterImpl`).
 
-Not done: the proxy's auto-renew of invisible time (`auto_renew` requests get the default 60 s
-invisible time, as in Apache's proxy, but no background renewal).
+`auto_renew` receives get the proxy's default invisible time and are renewed in the background
+while the client holds them (renew.py); acks and changes then use the renewed handle.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ FIRST_POP_TIME = "1ST_POP_TIME"
 MAX_MSG_NUMS_FOR_POP_REQUEST = 32  # ProxyUtils
 ILLEGAL_POLLING_TIME_INTRODUCED_CLIENT_VERSION = "5.0.3"
 CONSUME_INIT_MODE_MAX = 1  # ConsumeInitMode.MAX, what the proxy pops with
+NACK_INVISIBLE_TIME = 1000  # ReceiveMessageResponseStreamWriter: a message that could not be written
 
 
 @dataclass
@@ -136,7 +138,8 @@ class ConsumerActivity:
         validate_consumer_group(req.group.name)
         topic, group = req.message_queue.topic.name, req.group.name
         invisible = duration_ms(req.invisible_duration)
-        if req.auto_renew:
+        auto_renew = cfg.enable_proxy_auto_renew and req.auto_renew
+        if auto_renew:
             invisible = cfg.default_invisible_time_mills
         else:
             validate_invisible_time(invisible, cfg.min_invisible_time_mills_for_recv, cfg.max_invisible_time_mills)
@@ -181,9 +184,26 @@ class ConsumerActivity:
         if not found:
             yield s.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message"))
             return
+        if auto_renew:
+            if core.channels.get(ctx.client_id) is None:
+                for m in found:  # processThrowableWhenWriteMessage: back soon, not after 60 s
+                    await self._nack(ctx, m, group, topic)
+                raise ProxyError(Code.MESSAGE_NOT_FOUND, f"The client [{ctx.client_id}] is disconnected.")
+            for m in found:
+                core.renew.add(ctx.client_id, group, topic, m.msg_id, m.properties[POP_CK], m.reconsume_times)
         yield s.ReceiveMessageResponse(status=ok())
         for m in found:
             yield s.ReceiveMessageResponse(message=build_message(m))
+
+    async def _nack(self, ctx: ProxyContext, m: Any, group: str, topic: str) -> None:
+        with contextlib.suppress(Exception):
+            h = ReceiptHandle.decode(m.properties[POP_CK])
+            await self.pop.change_invisible_time_message(group, h.real_topic(topic, group), h.queue_id, h.text,
+                                                         h.offset, NACK_INVISIBLE_TIME, peer=ctx.remote_address)
+
+    def _handle(self, ctx: ProxyContext, group: str, msg_id: str, handle: str) -> str:
+        """`removeReceiptHandle`: the renewed handle of an auto-renewed message, else the client's."""
+        return self.core.renew.remove(ctx.client_id, group, msg_id, handle) or handle
 
     def _read_queues(self, topic: str) -> list[int]:
         queues = self._queue_datas(topic)  # type: ignore[attr-defined]
@@ -221,7 +241,8 @@ class ConsumerActivity:
         entries = []
         for e in req.entries:
             try:
-                done = await self._ack(ctx, ReceiptHandle.decode(e.receipt_handle), group, topic)
+                handle = self._handle(ctx, group, e.message_id, e.receipt_handle)
+                done = await self._ack(ctx, ReceiptHandle.decode(handle), group, topic)
                 st = ok() if done else status(Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal")
             except ProxyError as pe:
                 st = status(pe.code, pe.message)
@@ -234,9 +255,10 @@ class ConsumerActivity:
         validate_consumer_group(req.group.name)
         ms = duration_ms(req.invisible_duration)
         validate_invisible_time(ms, 0, self.core.config.max_invisible_time_mills)
-        h = ReceiptHandle.decode(req.receipt_handle)
-        _validate_handle(h)
         group, topic = req.group.name, req.topic.name
+        ReceiptHandle.decode(req.receipt_handle)
+        h = ReceiptHandle.decode(self._handle(ctx, group, req.message_id, req.receipt_handle))
+        _validate_handle(h)
         rt = h.real_topic(topic, group)
         try:
             c = await self.pop.change_invisible_time_message(group, rt, h.queue_id, h.text, h.offset, ms,
@@ -267,7 +289,7 @@ class ConsumerActivity:
     async def forward_message_to_dead_letter_queue(self, ctx: ProxyContext, req: Any) -> Any:
         validate_topic(req.topic.name)
         validate_consumer_group(req.group.name)
-        h = ReceiptHandle.decode(req.receipt_handle)
+        h = ReceiptHandle.decode(self._handle(ctx, req.group.name, req.message_id, req.receipt_handle))
         r = await self._forward(ctx, h, req.message_id, req.group.name, req.topic.name)
         remark = r.remark if r.remark is not None else str(r.code)
         return s.ForwardMessageToDeadLetterQueueResponse(status=status(code_of_remoting_plain(r.code), remark))

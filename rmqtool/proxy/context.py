@@ -10,6 +10,7 @@ from typing import Any
 from rmqtool.layouts.net import Host
 from rmqtool.proxy.channel import GrpcChannelManager, GrpcClientChannel, parse_peer
 from rmqtool.proxy.config import ProxyConfig
+from rmqtool.proxy.renew import ReceiptHandleManager
 from rmqtool.proxy.settings import ClientSettingsManager
 from rmqtool.proxy.status import Code, ProxyError, remoting_error
 from rmqtool.proxy.transaction import TransactionDataManager
@@ -63,6 +64,7 @@ class ProxyCore:
                                                    self.config.transaction_data_max_num)
         self.settings = ClientSettingsManager(self)
         self.channels = GrpcChannelManager(self.transactions, lambda cid: self.settings.table.pop(cid, None))
+        self.renew = ReceiptHandleManager(self)
         self.local_host = Host("127.0.0.1", 0)
         self.grpc_port = self.config.grpc_server_port
 
@@ -111,6 +113,7 @@ class ProxyCore:
         return self.controller.local.subscriptions.find(group)
 
     async def close(self) -> None:
+        await self.renew.stop()
         await self.channels.close_all()
 
 

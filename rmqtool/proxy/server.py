@@ -81,6 +81,7 @@ class GrpcServer:
         if port == 0:
             raise RemotingError(f"cannot listen for gRPC on {target}: address in use or not available")
         await server.start()
+        self.core.renew.start()
         self.server = server
         self.port = port
         self.core.grpc_port = port
