@@ -7,9 +7,10 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 
 from tests.broker.conftest import ServeProcess
-from tests.serve_helpers import READY, rmqtool_env
+from tests.serve_helpers import READY, rmqtool_env, stop_process
 
 
 def test_ready_line_names_the_grpc_port(tmp_path):
@@ -63,12 +64,21 @@ def test_taken_default_port_serves_without_grpc(tmp_path):
         holder.listen()
     except OSError:
         pass  # someone else holds 8081: just as taken
+    err = tmp_path / "serve.stderr"
     try:
-        p = ServeProcess(tmp_path / "store")
+        with open(err, "wb") as f:  # no --grpc-port: the default (the test helpers turn it off)
+            proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "serve", "--store", str(tmp_path / "s"),
+                                     "--namesrv-port", "0", "--broker-port", "0"],
+                                    stdout=subprocess.DEVNULL, stderr=f, stdin=subprocess.DEVNULL, env=rmqtool_env())
         try:
-            assert ", gRPC off (port 8081 in use), store " in p.stderr and READY.search(p.stderr)
-            assert len(p.stderr.strip().splitlines()) == 1
+            deadline = time.time() + 60
+            while time.time() < deadline and not READY.search(err.read_text()) and proc.poll() is None:
+                time.sleep(0.05)
+            text = err.read_text()
+            assert ", gRPC off (port 8081 in use), store " in text and READY.search(text), text
+            assert len(text.strip().splitlines()) == 1
         finally:
-            assert p.stop() == 0
+            assert stop_process(proc) == 0
     finally:
         holder.close()
+    assert "Traceback" not in err.read_text()
