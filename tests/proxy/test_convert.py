@@ -150,3 +150,46 @@ def test_a_closed_channel_takes_its_settings_along():
     asyncio.run(ch.close())  # as the broker's 120 s expiry closes it
     assert core.channels.get("client-1") is None and core.settings.raw("client-1") is None
     assert core.channels.create("client-1", host, host) is not ch
+
+
+def test_channel_relays_thread_stack_and_verify_requests():
+    """A broker -> client GET_CONSUMER_RUNNING_INFO (jstack) or CONSUME_MESSAGE_DIRECTLY becomes a
+    Telemetry command with a nonce; the client's answer becomes the remoting response."""
+    import asyncio
+    import json
+
+    from rmqtool.layouts.message import encode_record
+    from rmqtool.proxy.channel import GrpcClientChannel
+    from rmqtool.proxy.transaction import TransactionDataManager
+    from rmqtool.remoting.command import RemotingCommand
+    from tests.proxy.conftest import s
+
+    async def run():
+        host = Host("127.0.0.1", 1)
+        ch = GrpcClientChannel("c1", host, host, TransactionDataManager())
+        outbox: asyncio.Queue = asyncio.Queue()
+        ch.attach(outbox)
+
+        async def client():
+            for _ in range(2):
+                cmd = await outbox.get()
+                if cmd.HasField("print_thread_stack_trace_command"):
+                    nonce = cmd.print_thread_stack_trace_command.nonce
+                    ch.answer(nonce, d.Status(code=d.OK), s.ThreadStackTrace(nonce=nonce, thread_stack_trace="main: ..."))
+                else:
+                    assert cmd.verify_message_command.message.body == b"v"
+                    ch.answer(cmd.verify_message_command.nonce, d.Status(code=d.FAILED_TO_CONSUME_MESSAGE),
+                              s.VerifyMessageResult(nonce=cmd.verify_message_command.nonce))
+
+        task = asyncio.ensure_future(client())
+        r1 = await ch.request(RemotingCommand.request(307, {"consumerGroup": "g", "clientId": "c1",
+                                                             "jstackEnable": "true"}), 5)
+        body = encode_record(MessageExt("T", b"v", 0, 0, {"UNIQ_KEY": "U"}, 0, 1, host, 2, host))
+        r2 = await ch.request(RemotingCommand.request(309, {"consumerGroup": "g", "clientId": "c1"}, body), 5)
+        await task
+        return r1, r2
+
+    r1, r2 = asyncio.run(run())
+    assert r1.code == 0 and json.loads(r1.body)["jstack"] == "main: ..."
+    assert r2.code == 0 and json.loads(r2.body)["consumeResult"] == "CR_LATER"
+    assert json.loads(r2.body)["remark"] == "from gRPC client"
