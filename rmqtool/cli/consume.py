@@ -182,6 +182,10 @@ def consume(
     max_reconsume_times: Annotated[int, typer.Option("--max-reconsume-times", help="Retries before the DLQ.")] = 16,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Messages handled at once (network mode).")] = 1,
     fmt: Annotated[str | None, typer.Option("--format", help="table | json | text | TEMPLATE (%t %q %o %k %s ...).")] = None,
+    pop: Annotated[bool, typer.Option("--pop", help="Consume by POP (5.x): the broker hands out messages and takes "
+                                      "them back unless acked (network mode).")] = False,
+    invisible: Annotated[float, typer.Option("--invisible", help="With --pop: SECONDS a received message stays "
+                                             "invisible to others until acked.")] = 30.0,
     json_out: common.JsonOption = False,
     store: common.StoreOption = None,
     namesrv: common.NamesrvOption = None,
@@ -212,6 +216,21 @@ def consume(
 
     sub = SubscriptionData.build(topic, expr)
     commit = not (no_commit or broadcast)
+    if pop:
+        if not common.network_mode(ctx, namesrv):
+            raise InvalidInput("--pop needs the network mode (--namesrv): POP state is kept by a running broker")
+        if broadcast or from_ != "committed":
+            raise InvalidInput("--pop takes neither --broadcast nor --from: the broker decides what is handed out")
+        if not 1 <= invisible <= 43_200:
+            raise InvalidInput("--invisible must be 1 to 43200 seconds")
+        out = Output(fmt_name)
+        try:
+            common.bridge("consume_pop")(namesrv=namesrv, topic=topic, group=group, expr=expr, sql=sql, count=count,
+                                         timeout=timeout, follow=follow, ack=not no_commit, exec_cmd=exec_cmd,
+                                         invisible=invisible, max_attempts=max_reconsume_times, on_message=out.write)
+        finally:
+            out.flush()
+        return
     if common.network_mode(ctx, namesrv):
         out = Output(fmt_name)
         try:

@@ -74,7 +74,9 @@ def inspect(
 
     KIND is commitlog, consumequeue, batchconsumequeue (BatchCQ topics, under batchconsumequeue/),
     consumequeue_ext (enableConsumeQueueExt, under consumequeue_ext/), index, timerlog, timerwheel,
-    checkpoint, timercheck, config, or store (a summary of a whole store directory).
+    checkpoint, timercheck, config, store (a summary of a whole store directory), revive (POP
+    checkpoint and ack records, --tag ck|ack|bAck) or inflight (the messages POP consumer groups
+    hold and until when, --tag GROUP).
     """
     fmt = "json" if json_out else (fmt or default_format())
     if fmt not in ("table", "json", "hex"):

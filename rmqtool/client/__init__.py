@@ -1,6 +1,6 @@
 """A pure-Python RocketMQ client speaking the remoting protocol (`rmqtool.client`).
 
-    from rmqtool.client import Producer, PushConsumer, PullConsumer, TransactionProducer, Message
+    from rmqtool.client import Producer, PushConsumer, PullConsumer, SimpleConsumer, TransactionProducer, Message
 """
 
 from rmqtool.client.allocate import (
@@ -34,6 +34,7 @@ from rmqtool.client.message import (
     SendStatus,
 )
 from rmqtool.client.producer import Producer, TransactionListener, TransactionProducer, select_by_hash
+from rmqtool.client.simple import ReceivedMessage, SimpleConsumer
 from rmqtool.layouts.message import MessageExt
 
 __all__ = [
@@ -42,6 +43,6 @@ __all__ = [
     "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_TIMESTAMP", "BrokerError",
     "ClientConfig", "ClientError", "ClientInstance", "ConsumeContext", "ConsumeStatus", "LocalTransactionState",
     "Message", "MessageExt", "MessageQueue", "Producer", "PullConsumer", "PullResult", "PullStatus",
-    "PushConsumer", "SendResult", "SendStatus", "StopConsuming", "TransactionListener", "TransactionProducer",
+    "PushConsumer", "ReceivedMessage", "SendResult", "SendStatus", "SimpleConsumer", "StopConsuming", "TransactionListener", "TransactionProducer",
     "select_by_hash",
 ]

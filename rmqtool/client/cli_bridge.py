@@ -186,6 +186,49 @@ def consume(*, namesrv: str | None, topic: str, group: str = "rmqtool", expr: st
     return handled
 
 
+def consume_pop(*, namesrv: str | None, topic: str, group: str = "rmqtool", expr: str = "*", sql: str | None = None,
+                count: int | None = None, timeout: float | None = None, follow: bool = False, ack: bool = True,
+                exec_cmd: str | None = None, invisible: float = 30.0, max_attempts: int = 16,
+                on_message: Callable[[MessageExt], None] | None = None, config: ClientConfig | None = None) -> int:
+    """Consume by POP as a SimpleConsumer of `group`; returns how many messages were handled.
+
+    Each message is acked once printed (and its --exec command succeeded); one not acked comes back
+    after `invisible` seconds. Without `follow` it stops when a receive finds nothing.
+    """
+    from rmqtool.client.simple import SimpleConsumer
+
+    consumer = SimpleConsumer(group, namesrv, max_attempts=max_attempts, config=config)
+    if sql is not None:
+        consumer.subscribe(topic, sql, SQL92)
+    else:
+        consumer.subscribe(topic, expr, TAG)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    handled = 0
+    consumer.start()
+    try:
+        while count is None or handled < count:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            wait = min(left, 20.0) if left is not None else (20.0 if follow else 1.0)
+            n = 32 if count is None else max(1, min(32, count - handled))
+            got = consumer.receive(n, invisible_duration=invisible, await_duration=wait)
+            if not got and not follow and (deadline is None or count is None and handled > 0):
+                break
+            for r in got:
+                if on_message is not None:
+                    on_message(r.message)
+                handled += 1
+                if ack and (exec_cmd is None or run_exec(exec_cmd, r.message)):
+                    consumer.ack(r)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        with contextlib.suppress(KeyboardInterrupt):
+            consumer.shutdown()
+    return handled
+
+
 async def _caught_up(consumer: PushConsumer) -> bool:
     impl = consumer.impl
     if impl.rebalance_count == 0:

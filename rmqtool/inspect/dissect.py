@@ -50,7 +50,7 @@ from rmqtool.layouts.msgid import decode_offset_msg_id
 from rmqtool.layouts.timer import TimerLogBlank, TimerLogUnit, TimerSlot
 
 KINDS = ("commitlog", "consumequeue", "batchconsumequeue", "consumequeue_ext", "index", "timerlog", "timerwheel",
-         "checkpoint", "timercheck", "config", "store")
+         "checkpoint", "timercheck", "config", "store", "revive", "inflight")
 
 Progress = Callable[[int], None] | None
 
@@ -658,8 +658,9 @@ def dissect(kind: str, path: Path, f: Filters, progress: Progress = None) -> Ite
         gen = summarize_store(Path(path), f, progress)
     else:
         from rmqtool.inspect.dissect_queues import DISSECTORS as QUEUE_DISSECTORS  # it imports this module
+        from rmqtool.inspect.pop import DISSECTORS as POP_DISSECTORS
 
-        fn = DISSECTORS.get(kind) or QUEUE_DISSECTORS.get(kind)
+        fn = DISSECTORS.get(kind) or QUEUE_DISSECTORS.get(kind) or POP_DISSECTORS.get(kind)
         if fn is None:
             raise InvalidInput(f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
         if not Path(path).exists():

@@ -13,6 +13,8 @@ Kinds (stable names, scripts match on them):
   ConsumeQueueExt queue, timerlog/, index/): `bad-file-name` for a stray file (inspect/strays.py)
 - Checkpoints and configs: `checkpoint-ahead`, `timercheck-ahead`, `config-unparsable`,
   `delay-offset-out-of-range`, `consumer-offset-out-of-range`
+- POP revive log (rmq_sys_REVIVE_LOG_*, also while parked on the timer topic):
+  `revive-record-unparsable`, `revive-ck-bad-offset`
 """
 
 from __future__ import annotations
@@ -44,5 +46,5 @@ KINDS = (
     "unreadable-file", "cq-unit-mismatch", "cq-gap", "cq-missing-units", "cq-ext-unit-bad", "index-header-bad",
     "index-entry-bad", "timerlog-unit-bad", "wheel-slot-mismatch", "timerwheel-size-bad",
     "checkpoint-ahead", "timercheck-ahead", "config-unparsable", "delay-offset-out-of-range",
-    "consumer-offset-out-of-range",
+    "consumer-offset-out-of-range", "revive-record-unparsable", "revive-ck-bad-offset",
 )

@@ -88,6 +88,9 @@ def check_store(root: Path, *, check_crc: bool = True, state: VerifyState | None
     yield from check_wheel_slots(root, st.cfg)
     yield from check_checkpoints(root, st)
     yield from check_configs(root, st)
+    from rmqtool.inspect.pop import check_revive_records
+
+    yield from check_revive_records(root, st.ranges)
 
 
 def check_consume_queues(root: Path, reader: CommitLogReader, st: VerifyState) -> Iterator[Problem]:

@@ -87,7 +87,12 @@ def real_topic(topic: str, group: str, flag: str) -> str:
 
 
 # -- fastjson bodies ----------------------------------------------------------------------------
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%_-+.:|@ ")
+
+
 def _json_str(s: str) -> str:
+    if _PLAIN.issuperset(s):  # topic and group names: nothing to escape (the hot path)
+        return f'"{s}"'
     return json.dumps(s, ensure_ascii=False)
 
 
@@ -301,24 +306,35 @@ def build_extra_info(ck_offset: int, pop_time: int, invisible_time: int, revive_
                          queue_offset))
 
 
-_FIELD_NAMES = ("getCkQueueOffset", "getPopTime", "getInvisibleTime", "getReviveQid", "getRetry", "getBrokerName",
-                "getQueueId", "getQueueOffset")
+# the getter of each field and the line of its throw in 5.3.3's ExtraInfoUtil.java (Java's remark names it)
+_FIELD_GETTERS = (("getCkQueueOffset", 42), ("getPopTime", 49), ("getInvisibleTime", 56), ("getReviveQid", 63),
+                  ("getRetry", 95), ("getBrokerName", 102), ("getQueueId", 109), ("getQueueOffset", 116))
 
 
 class ExtraInfoError(ValueError):
-    """A receipt handle Java's ExtraInfoUtil refuses (the broker answers SYSTEM_ERROR)."""
+    """A receipt handle Java's ExtraInfoUtil refuses (the broker answers SYSTEM_ERROR).
+
+    `where` is the stack element Java's remark ends with (`RemotingHelper.exceptionSimpleDesc`)."""
+
+    def __init__(self, message: str, where: str | None = None) -> None:
+        super().__init__(message)
+        self.where = where
 
 
 def split_extra_info(text: str | None) -> list[str]:
     if text is None:
-        raise ExtraInfoError("split extraInfo is null")
+        raise ExtraInfoError("split extraInfo is null",
+                             "org.apache.rocketmq.remoting.protocol.header.ExtraInfoUtil.split(ExtraInfoUtil.java:35)")
     return text.split(" ")
 
 
 def extra_field(parts: list[str], index: int) -> str:
     """Field `index` of a split receipt handle, with ExtraInfoUtil's complaint when it is missing."""
     if len(parts) <= index:
-        raise ExtraInfoError(f"{_FIELD_NAMES[index]} fail, extraInfoStrs length {len(parts)}")
+        getter, line = _FIELD_GETTERS[index]
+        raise ExtraInfoError(f"{getter} fail, extraInfoStrs length {len(parts)}",
+                             f"org.apache.rocketmq.remoting.protocol.header.ExtraInfoUtil.{getter}"
+                             f"(ExtraInfoUtil.java:{line})")
     return parts[index]
 
 

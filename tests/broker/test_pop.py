@@ -194,3 +194,39 @@ def test_refusals_get_javas_codes(serve, broker, code, ext, want, remark):
     assert r.code == want, r.remark
     if remark is not None:
         assert r.remark is not None and r.remark.startswith(remark), r.remark
+
+
+def test_fuzzed_receipt_handles_get_javas_codes_never_a_traceback(serve, broker):
+    """Random and mutated handles, offsets and queue ids on ACK / CHANGE_INVISIBLETIME / BATCH_ACK:
+    only the codes Java answers with (0, 1, 13, 17, 208), and the broker keeps serving."""
+    import random
+
+    create_topic(serve.broker, "PopFz", 1)
+    send(broker, "PopFz", 2)
+    r = broker.request(200050, pop_ext("PopFz", "cg_fz"))
+    good = [h for _m, h in handles(r)]
+    rnd = random.Random(12)
+    atoms = ["0", "-1", "999", "x", "", " ", "9" * 25, "1.5", "broker-a", "%RETRY%", "\u00e9", "2", "1"]
+    allowed = {0, 1, 13, 17, 208}
+    for i in range(300):
+        parts = rnd.choice(good).split(" ")
+        if rnd.random() < 0.5:
+            parts[rnd.randrange(len(parts))] = rnd.choice(atoms)
+        else:
+            parts = [rnd.choice(atoms) for _ in range(rnd.randrange(10))]
+        handle = " ".join(parts)
+        ext = {"consumerGroup": "cg_fz", "topic": rnd.choice(["PopFz", "PopFz", "NoSuchFz"]),
+               "queueId": rnd.choice([0, 0, -1, 5]), "extraInfo": handle, "offset": rnd.choice([0, 1, 2, -3, 10**12])}
+        code = rnd.choice([200051, 200053, 200151])
+        if code == 200053:
+            ext["invisibleTime"] = rnd.choice([0, 1000, -5])
+        body = b""
+        if code == 200151:
+            ext = {}
+            body = rnd.choice([b"{", b'{"acks":[{"b":"AQ==","t":"PopFz","q":0,"so":0,"r":"7"}]}', b'{"acks":[{}]}',
+                               encode_batch_ack_body("broker-a", [BatchAck("cg_fz", "PopFz", "0", 0, 0, 0, 1, 1,
+                                                                            [rnd.randrange(40)])])])
+        resp = broker.request(code, ext, body)
+        assert resp.code in allowed, (i, code, ext, body, resp.code, resp.remark)
+    assert ack(broker, "cg_fz", "PopFz", good[0]).code == 0  # still serving
+    assert "Traceback" not in serve.stderr

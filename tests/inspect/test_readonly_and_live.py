@@ -47,7 +47,7 @@ def test_nothing_is_opened_for_writing(stores, monkeypatch):
     for root in (stores / "damaged-crc-mismatch", stores / "good-bcq-ext"):
         for kind in KINDS:
             path = root if kind in ("store", "consumequeue", "batchconsumequeue", "consumequeue_ext", "index",
-                                    "timerlog", "timerwheel", "config") else (
+                                    "timerlog", "timerwheel", "config", "revive", "inflight") else (
                 root / {"commitlog": "commitlog", "checkpoint": "checkpoint", "timercheck": "config/timercheck"}[kind])
             write_hex(dissect(kind, path, Filters(raw=True, follow=True)), io.StringIO())
     assert seen

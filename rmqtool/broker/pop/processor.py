@@ -23,6 +23,15 @@ from rmqtool.remoting.transport import Connection
 
 from .service import NOT_SET, PopError, PopService
 
+_POP_HEADER_ZERO = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0", "restNum": "0"}
+_CHANGE_HEADER_ZERO = {"popTime": "0", "invisibleTime": "0", "reviveQid": "0"}
+
+
+def _refused(cmd: RemotingCommand, e: PopError, header: dict[str, str] | None) -> RemotingCommand:
+    """Java's refusals carry the processor's response header (its fields at 0) unless an exception
+    ended the processor."""
+    return cmd.response(e.code, None if e.exception else header, remark=e.remark)
+
 
 def _peer(conn: Connection) -> str:
     return f"/{conn.peer}" if getattr(conn, "peer", None) else "unknown"
@@ -47,7 +56,7 @@ class PopProcessor:
                                        h.pollTime, h.exp, h.expType, h.order, h.initMode, h.attemptId, h.bornTime,
                                        _peer(conn))
         except PopError as e:
-            return cmd.response(e.code, remark=e.remark)
+            return _refused(cmd, e, _POP_HEADER_ZERO)
         return RemotingCommand(r.code, r.header(), r.body() if r.found else b"", cmd.opaque, RESPONSE_FLAG, r.remark)
 
     async def process_ack(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -78,7 +87,7 @@ class PopProcessor:
             r = await self.service.change_invisible_time_message(h.consumerGroup, h.topic, h.queueId, h.extraInfo,
                                                                  h.offset, h.invisibleTime, _peer(conn))
         except PopError as e:
-            return cmd.response(e.code, remark=e.remark)
+            return _refused(cmd, e, _CHANGE_HEADER_ZERO)
         ext = {"popTime": r.pop_time, "invisibleTime": r.invisible_time, "reviveQid": r.revive_qid}
         return cmd.response(ResponseCode.SUCCESS, ext, remark=NOT_SET)
 
@@ -88,6 +97,6 @@ class PopProcessor:
             has_msg, full = await self.service.notification(h.consumerGroup, h.topic, h.queueId, h.pollTime,
                                                             h.bornTime, h.order, h.attemptId, _peer(conn))
         except PopError as e:
-            return cmd.response(e.code, remark=e.remark)
+            return _refused(cmd, e, {"hasMsg": "false", "pollingFull": "false"})
         return cmd.response(ResponseCode.SUCCESS, {"hasMsg": "true" if has_msg else "false",
                                                    "pollingFull": "true" if full else "false"}, remark=NOT_SET)

@@ -51,19 +51,6 @@ def deliver_time(msg: MessageExt) -> int:
         return 0
 
 
-def read_revive_queue(store: Any, topic: str, queue_id: int, offset: int, limit: int = 1 << 30) -> list[MessageExt]:
-    """The revive-queue records from `offset` on (decoded, queue offsets set)."""
-    out: list[MessageExt] = []
-    while len(out) < limit:
-        res = store.get_message(topic, queue_id, offset, READ_BATCH)
-        msgs = list(res.messages)
-        if not msgs:
-            break
-        out.extend(msgs)
-        offset = res.next_begin_offset
-    return out
-
-
 def parse_revive_record(msg: MessageExt) -> PopCheckPoint | AckMsg | None:
     """The checkpoint or ack a revive-log record holds; None for another tag; ValueError if unreadable."""
     tag = msg.properties.get(P.TAGS)
@@ -108,8 +95,25 @@ class PopReviveService:
         old = self.revive_offset
         cks: dict[str, PopCheckPoint] = {}
         end_time = 0
-        msgs = read_revive_queue(self.store, self.topic, self.queue_id, old + 1)
+        first_rt = 0
         default_bn = self.service.broker_name
+        offset = old + 1
+        while True:
+            res = self.store.get_message(self.topic, self.queue_id, offset, READ_BATCH)
+            msgs = list(res.messages)
+            if not msgs:
+                break
+            offset = res.next_begin_offset
+            # to the end of the queue, as Java does: an ack stored after its checkpoint came due
+            # is not parked on the timer, so it can follow records that are due later
+            end_time, first_rt = self._apply(msgs, cks, end_time, first_rt, default_bn)
+        if end_time and self.service.now() - end_time > 3 * SECOND and not self._timer_behind():
+            end_time = self.service.now()
+        return cks, end_time, old
+
+    def _apply(self, msgs: list[MessageExt], cks: dict[str, PopCheckPoint], end_time: int, first_rt: int,
+               default_bn: str) -> tuple[int, int]:
+        """Checkpoints into `cks`, acks onto their checkpoints; the new end time and first revive time."""
         for m in msgs:
             try:
                 rec = parse_revive_record(m)
@@ -120,6 +124,7 @@ class PopReviveService:
                 if rec.topic is not None and rec.cid is not None:
                     rec.revive_offset = m.queue_offset
                     cks[rec.merge_key()] = rec
+                    first_rt = first_rt or rec.revive_time
             elif isinstance(rec, AckMsg):
                 ck = cks.get(rec.merge_key(default_bn))
                 if ck is not None:
@@ -128,9 +133,7 @@ class PopReviveService:
                         if i > -1:
                             ck.bit_map |= 1 << i
             end_time = max(end_time, deliver_time(m))
-        if end_time and self.service.now() - end_time > 3 * SECOND and not self._timer_behind():
-            end_time = self.service.now()
-        return cks, end_time, old
+        return end_time, first_rt
 
     def run_once(self) -> int:
         """`consumeReviveMessage` + `mergeAndRevive`; returns the messages revived."""
@@ -141,7 +144,7 @@ class PopReviveService:
             if end_time - ck.revive_time <= ACK_TIME_INTERVAL + SECOND:
                 break
             normal = parse_normal_topic(ck.topic, ck.cid)
-            if self.local.topics.select(normal) is None or self.local.subscriptions.table.get(ck.cid) is None:
+            if self.local.topics.select(normal) is None or self._group(ck.cid) is None:
                 log.warning("revive queue %d: no topic %s or group %s any more, checkpoint dropped",
                             self.queue_id, normal, ck.cid)
                 new_offset = ck.revive_offset
@@ -151,6 +154,13 @@ class PopReviveService:
         if new_offset > old:
             self.local.offsets.commit_offset(REVIVE_GROUP, self.topic, self.queue_id, new_offset)
         return revived
+
+    def _group(self, group: str) -> Any:
+        """`findSubscriptionGroupConfig` (which creates the group when autoCreateSubscriptionGroup allows)."""
+        try:
+            return self.local.subscriptions.find(group)
+        except Exception:  # noqa: BLE001 - a name no group can have
+            return None
 
     def revive_check_point(self, ck: PopCheckPoint) -> int:
         """`reviveMsgFromCk`: every unacked message of `ck` back onto the retry topic."""

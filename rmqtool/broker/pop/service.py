@@ -10,6 +10,7 @@ message arrives on the topic or its retry topic, or until bornTime + pollTime.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import threading
 from dataclasses import dataclass, field
@@ -34,8 +35,8 @@ from rmqtool.layouts.pop import (
 )
 from rmqtool.remoting.bodies import SubscriptionData
 from rmqtool.remoting.codes import ResponseCode
+from rmqtool.store.orderinfo import ConsumerOrderInfoManager
 
-from .orderinfo import ConsumerOrderInfoManager
 from .popper import INIT_MODE_MIN, PopContext, PoppedMessage, Popper, PopRequest, QueueLockManager
 from .records import ack_message, ck_message
 
@@ -48,17 +49,20 @@ MAX_POLLING = 100_000  # maxPopPollingSize
 class PopError(Exception):
     """A POP request refused: the response code and remark Java's broker answers with."""
 
-    def __init__(self, code: int, remark: str | None) -> None:
+    def __init__(self, code: int, remark: str | None, *, exception: bool = False) -> None:
         super().__init__(remark or str(code))
         self.code = code
         self.remark = remark
+        self.exception = exception  # an exception in Java's processor: answered without a custom header
 
 
 def _java_error(e: ExtraInfoError | ValueError) -> PopError:
-    """An exception of ExtraInfoUtil inside a processor: Java answers SYSTEM_ERROR with its name."""
+    """An exception of ExtraInfoUtil inside a processor: Java answers SYSTEM_ERROR with its
+    `toString()` and first stack element."""
     kind = "java.lang.NumberFormatException" if str(e).startswith("For input string") \
         else "java.lang.IllegalArgumentException"
-    return PopError(ResponseCode.SYSTEM_ERROR, f"{kind}: {e}")
+    where = getattr(e, "where", None)
+    return PopError(ResponseCode.SYSTEM_ERROR, f"{kind}: {e}" + (f", {where}" if where else ""), exception=True)
 
 
 @dataclass
@@ -143,6 +147,7 @@ class PopService:
         self._counter_lock = threading.Lock()
         self._random = random.Random()
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._pending_acks: list[tuple[Any, asyncio.Future[None]]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         from .revive import PopReviveService
 
@@ -180,8 +185,6 @@ class PopService:
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - logged; the next round starts again from the revive offset
-                import logging
-
                 logging.getLogger("rmqtool.broker.pop").exception("revive failed")
 
     def revive_once(self) -> int:
@@ -389,8 +392,8 @@ class PopService:
         if rqid == POP_ORDER_REVIVE_QUEUE:
             await self.controller.run(self._ack_orderly, topic, group, queue_id, offset, pop_time, invisible, peer)
             return
-        ack = AckMsg(offset, ck_offset, group, topic, queue_id, pop_time, broker_name)
-        await self.controller.run(self._put_ack, ack, rqid, invisible)
+        await self._append_ack(AckMsg(offset, ck_offset, group, topic, queue_id, pop_time, broker_name), rqid,
+                               invisible)
 
     async def ack(self, group: str, topic: str, extra_info: str, peer: str = "in-process") -> None:
         """Ack one message by its receipt handle; `topic` is the topic the consumer subscribed to."""
@@ -407,6 +410,42 @@ class PopService:
     def _put_ack(self, ack: AckMsg, revive_qid: int, invisible_time: int) -> None:
         msg = ack_message(self.local, self.revive_topic, ack, revive_qid, invisible_time, self.now())
         self.store.put_message(msg)  # Java logs a failed put and still answers SUCCESS
+
+    async def _append_ack(self, ack: AckMsg, revive_qid: int, invisible_time: int) -> None:
+        """The ack record, stored together with the other acks of this loop turn (one put_messages
+        call: one lock, one dispatch); answered once it is stored, as `appendAck` answers."""
+        msg = ack_message(self.local, self.revive_topic, ack, revive_qid, invisible_time, self.now())
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending_acks.append((msg, fut))
+        if len(self._pending_acks) == 1:
+            asyncio.get_running_loop().call_soon(self._flush_acks)
+        await fut
+
+    def _flush_acks(self) -> None:
+        batch, self._pending_acks = self._pending_acks, []
+        if not batch:
+            return
+
+        def done(result: Any) -> None:
+            for _msg, fut in batch:
+                if not fut.done():
+                    fut.set_result(None)
+
+        async def put_async() -> None:
+            try:
+                await self.controller.run(self.store.put_messages, [m for m, _ in batch])
+            except Exception:  # noqa: BLE001 - Java logs a failed ack put and still answers SUCCESS
+                logging.getLogger("rmqtool.broker.pop").exception("storing %d ack records failed", len(batch))
+            done(None)
+
+        if self.controller.inline_store_calls:
+            try:
+                self.store.put_messages([m for m, _ in batch])
+            except Exception:  # noqa: BLE001 - as above
+                logging.getLogger("rmqtool.broker.pop").exception("storing %d ack records failed", len(batch))
+            done(None)
+        else:
+            self.controller.spawn(put_async())
 
     async def batch_ack(self, acks: list[BatchAck], broker_name: str | None = None, peer: str = "in-process") -> None:
         """BATCH_ACK_MESSAGE: every set bit of each entry is an ack; entries for unknown queues or
@@ -433,7 +472,7 @@ class PopService:
                 continue
             ack = AckMsg(-1, b.start_offset, b.consumer_group, topic, b.queue_id, b.pop_time, broker_name,
                          ack_offset_list=offsets)
-            await self.controller.run(self._put_ack, ack, b.revive_queue_id, b.invisible_time)
+            await self._append_ack(ack, b.revive_queue_id, b.invisible_time)
 
     def _ack_orderly(self, topic: str, group: str, queue_id: int, ack_offset: int, pop_time: int,
                      invisible_time: int, peer: str) -> None:
