@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # MULTILINE: the ready line need not be the last line of stderr when we look; "store" after the
 # ports means the ports were written in full.
-READY = re.compile(r"name server ([\d.]+):(\d+), broker (\S+) ([\d.]+):(\d+), store (.+)$", re.MULTILINE)
+READY = re.compile(r"name server ([\d.]+):(\d+), broker (\S+) ([\d.]+):(\d+), (?:gRPC (?:[\d.]+:(\d+)|off \([^)]*\)), )?store (.+)$",
+                   re.MULTILINE)
 
 
 def rmqtool_env() -> dict[str, str]:
@@ -34,7 +35,12 @@ def start_serve(store: Path, conf_path: Path, stderr_path: Path, *, namesrv_port
                 broker_port: int | None = 0, extra_args: tuple[str, ...] = (),
                 stdout: int = subprocess.DEVNULL,
                 timeout: float = 30) -> tuple[subprocess.Popen, re.Match[str] | None]:
-    """Spawn serve and wait for its ready line; the match is None when it exited or timed out first."""
+    """Spawn serve and wait for its ready line; the match is None when it exited or timed out first.
+
+    Without `--grpc-port` in `extra_args` the gRPC endpoint is off (`-1`): tests that do not use
+    it neither pay for loading grpc nor contend for the default port 8081."""
+    if "--grpc-port" not in extra_args:
+        extra_args = (*extra_args, "--grpc-port", "-1")
     with open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rmqtool", "serve", "--store", str(store), "--namesrv-port", str(namesrv_port),

@@ -121,8 +121,13 @@ class AdminProcessor:
                                 remark=f"The topic[{h.topic}] is conflict with system topic.")
         if h.readQueueNums < 0 or h.writeQueueNums < 0:
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark="queue numbers must not be negative")
+        old = self.local.topics.select(h.topic)
+        try:
+            attributes = alter_attributes(dict(getattr(old, "attributes", None) or {}), h.attributes)
+        except ValueError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
         tc = TopicConfig(h.topic, h.readQueueNums, h.writeQueueNums, h.perm, h.topicFilterType or "SINGLE_TAG",
-                         h.topicSysFlag or 0, bool(h.order))
+                         h.topicSysFlag or 0, bool(h.order), attributes=attributes)
         await self.run(self.local.topics.update, tc)
         self.register_broker_all()
         return cmd.response()
@@ -247,3 +252,27 @@ class AdminProcessor:
         }
         return cmd.response(body=fastjson.dumpb(KVTable(table)))
 
+
+def alter_attributes(current: dict[str, str], modification: str | None) -> dict[str, str]:
+    """`AttributeParser.parseToMap` + `AttributeUtil.alterCurrentAttributes`: `+key=value` sets,
+    `-key` removes (mqadmin updateTopic -a +message.type=FIFO gives 5.x topics their type)."""
+    if not modification:
+        return current
+    seen: set[str] = set()
+    for kv in modification.split(","):
+        if "=" in kv:
+            key, value = kv.split("=", 1)
+            if not key.startswith("+"):
+                raise ValueError(f"add/alter attribute format is wrong: {key}")
+        else:
+            key, value = kv, ""
+            if not key.startswith("-"):
+                raise ValueError(f"delete attribute format is wrong: {key}")
+        if key in seen:
+            raise ValueError(f"key duplication: {key}")
+        seen.add(key)
+        if key[0] == "+":
+            current[key[1:]] = value
+        else:
+            current.pop(key[1:], None)
+    return current

@@ -41,6 +41,8 @@ class ServeOptions:
     config_file: Path | None = None
     namesrv_addr: str | None = None  # name servers of other processes to register with (namesrvAddr)
     mode: str = "all"  # "all" | "namesrv" (mqnamesrv) | "broker" (mqbroker)
+    grpc_port: int = -1  # the 5.x gRPC endpoint (rmqtool.proxy); -1 = off, 0 = any free port
+    grpc_port_soft: bool = False  # the CLI's default port: when taken, warn and serve without gRPC
 
 
 @dataclass
@@ -53,6 +55,8 @@ class ServeInfo:
     ha_port: int | None = None  # where slaves connect (a master); None on a slave
     role: str = "ASYNC_MASTER"
     broker_id: int = 0
+    grpc: Host | None = None
+    grpc_off: str | None = None  # why the default gRPC port is not served (named in the ready line)
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -109,6 +113,8 @@ class Serve:
         self.routes = RouteInfoManager()
         self.ns_processor = NameServerProcessor(self.routes)
         self.servers: list[RemotingServer] = []
+        self.grpc: Any = None
+        self.grpc_off: str | None = None
         self._stop = asyncio.Event()
         self.info: ServeInfo | None = None
         self.replication: Any = None
@@ -197,10 +203,40 @@ class Serve:
         self.controller = BrokerController(self.local, advertised, routes=routes, namesrv_addrs=addrs)
         self.controller.replication = self.replication  # haStatus, masterAddr updates from the name server
         await self.controller.start()
+        grpc_host = await self._start_grpc()
         self.info = ServeInfo(Host(self.listen_host, ns.port) if mode == "all" else None, advertised,
-                              cfg.broker_name, Path(cfg.store_path_root_dir), vip_port, self.replication.ha_port,
-                              cfg.broker_role, self.controller.broker_id)
+                              cfg.broker_name, Path(cfg.store_path_root_dir), vip_port,
+                              ha_port=self.replication.ha_port, role=cfg.broker_role,
+                              broker_id=self.controller.broker_id, grpc=grpc_host, grpc_off=self.grpc_off)
         return self.info
+
+    async def _start_grpc(self) -> Host | None:
+        """The gRPC front (rmqtool.proxy) over the controller, unless `grpc_port` is -1."""
+        if self.opts.grpc_port < 0:
+            return None
+        from rmqtool.errors import RemotingError
+        from rmqtool.proxy import pb
+
+        if not pb.available():
+            if self.opts.grpc_port_soft:
+                self.grpc_off = "rocketmq-python-client not installed"
+                return None
+            raise RemotingError(f"no gRPC endpoint without its messages: {pb.IMPORT_ERROR}")
+        from rmqtool.proxy.config import ProxyConfig
+        from rmqtool.proxy.server import GrpcServer
+
+        props = read_properties(self.opts.config_file) if self.opts.config_file else {}
+        grpc = GrpcServer(self.controller, self.listen_host, self.opts.grpc_port, ProxyConfig.from_properties(props))
+        try:
+            port = await grpc.start()
+        except RemotingError as e:
+            if self.opts.grpc_port_soft:  # the default port is taken: serve on, and say so
+                log.info("gRPC endpoint off: %s", e)
+                self.grpc_off = f"port {self.opts.grpc_port} in use"
+                return None
+            raise
+        self.grpc = grpc
+        return Host(self.listen_host, port)
 
     def _conf_keys(self) -> set[str]:
         return set(read_properties(self.opts.config_file)) if self.opts.config_file else set()
@@ -219,6 +255,9 @@ class Serve:
 
     async def close(self) -> None:
         """Stop accepting, answer nothing more, stop the services, close the store cleanly."""
+        if self.grpc is not None:
+            await self.grpc.stop()
+            self.grpc = None
         await self.close_servers()
         if self.controller is not None:
             await self.controller.stop()
@@ -259,11 +298,15 @@ def ready_line(info: ServeInfo) -> str:
     """One line on stderr once the listeners are up; its form depends on what runs."""
     if info.broker is None:
         return f"rmqtool serve: name server {info.namesrv}"
+    grpc = f"gRPC {info.grpc}, " if info.grpc is not None else ""
+    if info.grpc_off:
+        grpc = f"gRPC off ({info.grpc_off}), "
     role = "" if info.broker_id == 0 and info.role == "ASYNC_MASTER" else \
         f" (brokerId {info.broker_id}, {info.role})"
     if info.namesrv is None:
-        return f"rmqtool serve: broker {info.broker_name} {info.broker}{role}, store {info.store}"
-    return f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, store {info.store}"
+        return f"rmqtool serve: broker {info.broker_name} {info.broker}{role}, {grpc}store {info.store}"
+    return (f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}{role}, "
+            f"{grpc}store {info.store}")
 
 
 def replication_line(info: ServeInfo, master: str | None) -> str | None:

@@ -50,10 +50,15 @@ def serve(
     broker_only: Annotated[bool, typer.Option(
         "--broker-only", help="Run the broker alone (as mqbroker); it registers with --namesrv. "
                               "Role and id from broker.conf: brokerRole, brokerId.")] = False,
+    grpc_port: Annotated[int | None, typer.Option(
+        "--grpc-port", metavar="PORT", show_default="8081",
+        help="Port of the 5.x gRPC endpoint, as Apache's proxy (0 = any free port, -1 = off); the default "
+             "port is dropped with a warning when taken.")] = None,
 ) -> None:
     """Run a RocketMQ name server and broker until SIGINT/SIGTERM.
 
-    Prints one ready line on stderr; real RocketMQ clients connect with NAMESRV_ADDR=HOST:PORT.
+    Prints one ready line on stderr; real RocketMQ clients connect with NAMESRV_ADDR=HOST:PORT,
+    5.x SDKs (gRPC) with the endpoint the ready line names.
     On SIGINT/SIGTERM it stops, closes the store cleanly and says so on stderr.
     """
     from rmqtool.broker.server import ServeOptions, ready_line, replication_line, serve_forever
@@ -62,8 +67,12 @@ def serve(
         raise typer.BadParameter("--namesrv-only and --broker-only exclude each other")
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if grpc_port is not None and grpc_port < -1:
+        print(f"rmqtool serve: --grpc-port must be -1 (off), 0 (any) or a port, not {grpc_port}", file=sys.stderr)
+        raise typer.Exit(2)
     mode = "namesrv" if namesrv_only else "broker" if broker_only else "all"
-    opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config, namesrv_addr, mode)
+    opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config, namesrv_addr, mode,
+                        grpc_port=8081 if grpc_port is None else grpc_port, grpc_port_soft=grpc_port is None)
     started: list[Any] = []
 
     def ready(info: Any) -> None:
@@ -88,4 +97,5 @@ def serve(
 def ready_json(info: Any) -> dict[str, Any]:
     """The ready line's facts: name server and broker addresses, broker name, store directory."""
     return {"namesrv": str(info.namesrv) if info.namesrv else None, "broker": str(info.broker) if info.broker else None, "brokerName": info.broker_name,
-            "store": str(info.store), "vipPort": info.vip_port}
+            "store": str(info.store) if info.store else None, "vipPort": info.vip_port,
+            "grpc": str(info.grpc) if info.grpc else None}

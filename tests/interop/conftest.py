@@ -85,7 +85,8 @@ def start_rmqtool_serve(root: Path, *extra: str) -> Broker:
     (root / "broker.conf").write_text("transactionCheckInterval=1000\ntransactionTimeOut=1000\n")
     proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "serve", "--store", str(root / "store"),
                              "--namesrv-port", str(ns_port), "--broker-port", str(broker_port),
-                             "-c", str(root / "broker.conf"), *extra],
+                             "-c", str(root / "broker.conf"), *extra,
+                             *(() if "--grpc-port" in extra else ("--grpc-port", "-1"))],  # gRPC: only when asked
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log, env=env)
     deadline = time.time() + 30
     ns, br = f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"

@@ -1,0 +1,311 @@
+"""Issue 13, side by side: the same gRPC suites (Apache's Python 5.x SDK 5.1.2 and the raw
+`apache.rocketmq.v2` stub) against `rmqtool serve --grpc-port` and against the reference,
+Apache's own proxy 5.3.3 in cluster mode (tests/interop/proxy, ProxyStartup) in front of
+Apache's broker 5.3.3. The suites are the ones of tests/proxy, given each target in turn."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.proxy import test_sdk_consumer as consumer_suite
+from tests.proxy import test_sdk_producer as producer_suite
+from tests.proxy import test_status as status_suite
+from tests.proxy.conftest import Stub
+
+from .conftest import free_port, start_rmqtool_serve, stop_rmqtool_serve, wait_port
+from .harness import JAVA_OPENS
+
+pytestmark = pytest.mark.interop
+PROXY_CP = Path(__file__).parent / "proxy" / "target" / "classpath.txt"
+
+
+@dataclass
+class GrpcTarget:
+    kind: str
+    grpc: str
+    broker: str
+    namesrv: str
+
+
+@pytest.fixture(scope="session")
+def apache_grpc(apache_broker, tmp_path_factory):
+    """ProxyStartup -pm cluster with the Apache broker's name server."""
+    if not PROXY_CP.is_file():
+        pytest.skip("Apache's proxy not built (run .ci/steps/11-grpc.sh; needs Maven Central)")
+    root = tmp_path_factory.mktemp("apache-proxy")
+    grpc_port = free_port()
+    conf = root / "rmq-proxy.json"
+    conf.write_text(json.dumps({"rocketMQClusterName": "DefaultCluster", "namesrvAddr": apache_broker.namesrv,
+                                "grpcServerPort": grpc_port, "remotingListenPort": free_port(),
+                                "proxyMode": "cluster"}))
+    log = open(root / "proxy.log", "wb")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen(["java", "-Xmx256m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                             "-Djava.net.preferIPv4Stack=true", f"-Duser.home={root / 'home'}", *JAVA_OPENS,
+                             "-cp", PROXY_CP.read_text().strip(), "org.apache.rocketmq.proxy.ProxyStartup",
+                             "-pc", str(conf), "-pm", "cluster"],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(f"127.0.0.1:{grpc_port}", time.time() + 90)
+    except TimeoutError:
+        proc.kill()
+        raise RuntimeError(f"Apache's proxy did not start: {(root / 'proxy.log').read_text()[-2000:]}") from None
+    yield GrpcTarget("apache", f"127.0.0.1:{grpc_port}", apache_broker.broker, apache_broker.namesrv)
+    proc.kill()
+    proc.wait()
+
+
+@pytest.fixture(scope="session")
+def rmqtool_grpc(tmp_path_factory):
+    b = start_rmqtool_serve(tmp_path_factory.mktemp("serve-grpc"), "--grpc-port", "0")
+    m = re.search(r"gRPC ([\d.]+:\d+)", (b.home / "serve.stderr").read_text())
+    assert m, "the ready line names no gRPC endpoint"
+    yield GrpcTarget("rmqtool", m.group(1), b.broker, b.namesrv)
+    assert stop_rmqtool_serve(b) == 0
+    assert "Traceback" not in (b.home / "serve.stderr").read_text()
+
+
+@pytest.fixture(params=["apache", "rmqtool"])
+def target(request) -> GrpcTarget:
+    return request.getfixturevalue("apache_grpc" if request.param == "apache" else "rmqtool_grpc")
+
+
+@pytest.fixture
+def stub(target):
+    st = Stub(target.grpc)
+    yield st
+    st.close()
+
+
+# --- the Python SDK: producer ------------------------------------------------------------------
+
+def test_sdk_normal(target):
+    producer_suite.test_normal_message_reads_back_through_remoting(target)
+
+
+def test_sdk_fifo(target):
+    producer_suite.test_fifo_message_group_keeps_one_queue(target)
+
+
+def test_sdk_delay(target):
+    producer_suite.test_delay_message_waits_for_its_delivery_time(target)
+
+
+def test_sdk_transaction(target):
+    producer_suite.test_transaction_commit_rollback_and_check_back(target)
+
+
+# --- the Python SDK: consumers ---------------------------------------------------------------
+
+def test_sdk_simple_consumer(target):
+    consumer_suite.test_simple_consumer_receive_ack_change_invisible_redelivery(target)
+
+
+def test_sdk_remoting_to_grpc(target):
+    consumer_suite.test_remoting_sent_message_received_through_grpc(target)
+
+
+def test_sdk_tag_filter(target):
+    consumer_suite.test_tag_filter_and_bad_invisible_duration(target)
+
+
+def test_sdk_push_consumer(target):
+    consumer_suite.test_push_consumer_gets_every_message(target)
+
+
+# --- statuses, raw stub ------------------------------------------------------------------------
+
+def test_route(target, stub):
+    status_suite.test_query_route_lists_queues_behind_the_grpc_endpoint(target, stub)
+
+
+@pytest.mark.parametrize("topic, code, text", [
+    ("", 40002, "The specified topic is blank"),
+    ("bad topic!", 40002, "contains illegal characters"),
+    ("TBW102", 40002, "cannot access system topic"),
+    ("NoSuchTopicHere", 40402, "No topic route info in name server for the topic: NoSuchTopicHere"),
+])
+def test_route_refusals(target, stub, topic, code, text):
+    status_suite.test_query_route_refusals(stub, topic, code, text)
+
+
+def test_client_id_required(target):
+    status_suite.test_client_id_is_required(target)
+
+
+def test_send_refusals(target, stub):
+    status_suite.test_send_refusals(target, stub)
+
+
+def test_send_ok(target, stub):
+    status_suite.test_send_ok_entry(target, stub)
+
+
+def test_no_settings(target, stub):
+    status_suite.test_heartbeat_and_termination_without_settings(stub)
+
+
+def test_end_transaction(target, stub):
+    status_suite.test_end_transaction_refusals(target, stub)
+
+
+def test_telemetry_invalid(target, stub):
+    status_suite.test_telemetry_without_pub_sub_is_invalid_argument(stub)
+
+
+def test_telemetry_settings(target, stub):
+    status_suite.test_telemetry_settings_come_back_completed(target, stub)
+
+
+def test_consumer_refusals(target):
+    status_suite.test_consumer_settings_and_receive_refusals(target)
+
+
+def test_assignment(target, stub):
+    status_suite.test_query_assignment(target, stub)
+
+
+# --- the Java 5.x SDK (rocketmq-client-java 5.2.0, tests/interop/grpc-java) -----------------------
+
+JAVA_SDK = Path(__file__).parent / "grpc-java" / "target"
+
+
+def java_sdk(tmp_path: Path, *args: str, timeout: float = 120) -> list[dict]:
+    cp = JAVA_SDK / "classpath.txt"
+    if not cp.is_file() or not (JAVA_SDK / "classes").is_dir():
+        pytest.skip("the Java 5.x SDK suite is not built (run .ci/steps/11-grpc.sh; needs Maven Central)")
+    cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
+           f"-Duser.home={tmp_path}", "-cp", f"{JAVA_SDK / 'classes'}:{cp.read_text().strip()}",
+           "rmqtool.interop.grpc.JavaSdkSuite", *args]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def test_java_sdk_send_normal_fifo_delay(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    for kind, mtype, queues in (("normal", None, 2), ("fifo", "FIFO", 4), ("delay", "DELAY", 1)):
+        topic = unique("JS" + kind[0].upper())
+        create_topic(target, topic, queues, mtype)
+        receipts = java_sdk(tmp_path, "send", target.grpc, topic, kind, "4")
+        assert len(receipts) == 4
+        got = producer_suite.wait_for(lambda t=topic, q=queues: (lambda ms: ms if len(ms) == 4 else None)(
+            producer_suite.pull_all(target.broker, t, q)), timeout=30)
+        assert got, f"{kind}: the four messages did not arrive"
+        by_id = {m.properties["UNIQ_KEY"]: m for m in got}
+        assert set(by_id) == {r["id"] for r in receipts}
+        for r in receipts:
+            m = by_id[r["id"]]
+            i = r["i"]
+            assert (m.body, m.tags, m.keys, m.properties["seq"]) == (f"java {i}".encode(), "TagJ", f"kj{i}", str(i))
+            assert m.properties["PGROUP"] == topic
+            if kind == "fifo":
+                assert m.properties["__SHARDINGKEY"] == f"g{i % 2}"
+            if kind == "delay":
+                assert int(m.properties["TIMER_DELIVER_MS"]) <= m.store_timestamp + 1000
+        if kind == "fifo":
+            for g in ("g0", "g1"):
+                assert len({m.queue_id for m in got if m.properties["__SHARDINGKEY"] == g}) == 1
+
+
+def test_java_sdk_transaction_check_back(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic = unique("JST")
+    create_topic(target, topic, 1, "TRANSACTION")
+    out = java_sdk(tmp_path, "transaction", target.grpc, topic)
+    assert "checked" in out[-1]["checked"]
+    want = {b"committed", b"checked"}
+    got = producer_suite.wait_for(lambda: (lambda ms: ms if {m.body for m in ms} >= want else None)(
+        producer_suite.pull_all(target.broker, topic, 1)), timeout=30)
+    assert got and {m.body for m in got} == want
+
+
+def test_java_sdk_simple_consumer_of_remoting_messages(target, tmp_path):
+    from tests.broker.conftest import Wire, props, send_ext
+    from tests.proxy.conftest import create_topic, unique
+
+    topic, group = unique("JSC"), unique("JSCG")
+    create_topic(target, topic, 1)
+    w = Wire(target.broker)
+    try:
+        for i in range(3):
+            r = w.request(310, send_ext(topic, 0, props(TAGS="TagR", KEYS=f"ka{i} kb", UNIQ_KEY=f"7F00000100012222000000000000000{i}",
+                                                          seq=str(i))), f"remoting {i}".encode())
+            assert r.code == 0, r.remark
+    finally:
+        w.close()
+    out = java_sdk(tmp_path, "simple", target.grpc, topic, group, "3", timeout=180)
+    views = [o for o in out if "body" in o]
+    assert sorted(v["body"] for v in views) == ["remoting 0", "remoting 1", "remoting 2"]
+    for v in views:
+        i = int(v["props"]["seq"])
+        assert v["id"] == f"7F00000100012222000000000000000{i}" and v["tag"] == "TagR"
+        assert sorted(v["keys"]) == [f"ka{i}", "kb"] and v["attempt"] == 1 and v["topic"] == topic
+    (again,) = [o for o in out if "redelivered" in o]
+    assert again["redelivered"] == views[-1]["id"] and again["attempt"] == 2
+    assert out[-1] == {"after": 0}
+
+
+def test_java_sdk_push_consumer(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic, group = unique("JSP"), unique("JSPG")
+    create_topic(target, topic, 2)
+    consumer_suite.send_sdk(target, topic, [f"push {i}".encode() for i in range(5)])
+    out = java_sdk(tmp_path, "push", target.grpc, topic, group, "5", timeout=180)
+    assert sorted(out[-1]["bodies"]) == [f"push {i}" for i in range(5)]
+
+
+# --- the Node.js 5.x SDK (npm rocketmq-client-nodejs 1.0.8, tests/interop/grpc-node) ----------------
+
+NODE_SDK = Path(__file__).parent / "grpc-node"
+
+
+def node_sdk(tmp_path: Path, *args: str, timeout: float = 120) -> list[dict]:
+    if not (NODE_SDK / "node_modules" / "rocketmq-client-nodejs").is_dir():
+        pytest.skip("the Node.js 5.x SDK is not installed (run .ci/steps/11-grpc.sh; needs npm)")
+    import os
+
+    env = dict(os.environ, HOME=str(tmp_path))  # its log file goes under ~/logs
+    r = subprocess.run(["node", str(NODE_SDK / "suite.js"), *args], capture_output=True, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def test_node_sdk_send(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic = unique("NS")
+    create_topic(target, topic, 2)
+    receipts = node_sdk(tmp_path, "send", target.grpc, topic, "3")
+    got = producer_suite.wait_for(lambda: (lambda ms: ms if len(ms) == 3 else None)(
+        producer_suite.pull_all(target.broker, topic, 2)), timeout=30)
+    assert got and {m.properties["UNIQ_KEY"] for m in got} == {r["id"] for r in receipts}
+    for m in got:
+        i = int(m.properties["seq"])
+        assert (m.body, m.tags, m.keys) == (f"node {i}".encode(), "TagN", f"kn{i}")
+
+
+def test_node_sdk_simple_consumer(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic, group = unique("NC"), unique("NCG")
+    create_topic(target, topic, 1)
+    ids = consumer_suite.send_sdk(target, topic, [b"m0", b"m1", b"m2"])
+    out = node_sdk(tmp_path, "simple", target.grpc, topic, group, "3", timeout=180)
+    views = [o for o in out if "body" in o]
+    assert sorted(v["id"] for v in views) == sorted(ids)
+    for v in views:
+        i = int(v["props"]["seq"])
+        assert (v["body"], v["tag"], v["keys"], v["attempt"]) == (f"m{i}", "TagA", [f"key{i}"], 1)
+    (again,) = [o for o in out if "redelivered" in o]
+    assert again == {"redelivered": views[-1]["id"], "attempt": 2}
