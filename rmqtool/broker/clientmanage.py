@@ -111,8 +111,15 @@ class ClientManageProcessor:
 
     async def process_update_consumer_offset(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext(cmd.ext_fields)
+        # Java's order: the group (created by the consumer's heartbeat or updateSubGroup), then the topic;
+        # so `mqadmin cloneGroupOffset` into a group that does not exist is refused
+        if h.consumerGroup not in self.local.subscriptions.table:
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark=f"Group {h.consumerGroup} not exist!")
         if self.local.topics.select(h.topic) is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"Topic {h.topic} not exist!")
+        if self.offset_reset_pending(h.consumerGroup, h.topic, h.queueId):
+            # useServerSideResetOffset: a commit after an operator's reset, from before the consumer saw it
+            return cmd.response(remark="Offset has been previously reset")
         self.local.offsets.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         return cmd.response()
 

@@ -28,9 +28,10 @@ from rmqtool.broker.pull import PullProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
 from rmqtool.broker.send import SendProcessor
 from rmqtool.broker.transaction import TransactionProcessor
+from rmqtool.broker.wire import to_wire_topic_config
 from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic, StoreError
 from rmqtool.layouts.net import Host
-from rmqtool.remoting.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rmqtool.remoting.bodies import DataVersion, TopicConfigSerializeWrapper
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import HeaderError
@@ -91,7 +92,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._tasks: list[asyncio.Task] = []
         self._bg: set[asyncio.Task] = set()
         self.boot_ms = self.clock()
-        self.stats = {"put": 0, "get": 0}
+        self.stats = {"put": 0, "get": 0, "get_found": 0, "get_miss": 0}
         self._registered_version: tuple[int, int] | None = None
         self.ha_server_addr = f"{advertised.ip}:{advertised.port + 1}"
         # name servers of other processes (namesrvAddr): registered with as a Java broker does
@@ -132,6 +133,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             RequestCode.GET_BROKER_RUNTIME_INFO: self.process_broker_runtime_info,
             RequestCode.END_TRANSACTION: self.process_end_transaction,
         }
+        self.handlers.update(self.admin_handlers())
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -144,6 +146,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._tasks = [
             asyncio.create_task(self._every(10.0, self._scan_clients), name="client-expiry"),
             asyncio.create_task(self._every(5.0, self._persist_offsets), name="offset-persist"),
+            asyncio.create_task(self._every(1.0, self.sample_runtime_stats), name="stats-sampling"),
             asyncio.create_task(self._every(30.0, self.register_broker_all), name="register-broker"),
             asyncio.create_task(self._every(1.0, self.register_remote), name="register-remote"),
             asyncio.create_task(self._every(5.0, self._scan_brokers), name="namesrv-expiry"),
@@ -237,6 +240,10 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         topics = self.local.topics
         dv = topics.data_version
         table = {name: to_wire_topic_config(tc) for name, tc in list(topics.table.items())}
+        perm = self.configuration.permission()
+        if perm & 6 != 6:  # brokerPermission without read or write: every topic registers so
+            for tc in table.values():
+                tc.perm &= perm
         return TopicConfigSerializeWrapper(table, DataVersion(dv.counter, dv.timestamp,
                                                               getattr(dv, "state_version", 0)))
 
@@ -348,9 +355,3 @@ def _error_response(cmd: RemotingCommand, e: Exception) -> RemotingCommand:
     else:  # StoreError
         code = ResponseCode.SERVICE_NOT_AVAILABLE
     return cmd.response(code, remark=str(e))
-
-
-def to_wire_topic_config(tc: Any) -> TopicConfig:
-    """The store's TopicConfig (snake_case) as the remoting body class."""
-    return TopicConfig(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type,
-                       tc.topic_sys_flag, bool(tc.order), dict(getattr(tc, "attributes", {}) or {}))

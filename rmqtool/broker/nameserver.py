@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rmqtool.broker.nameserver_admin import NamesrvAdminProcessor
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import (
     BrokerData,
@@ -205,10 +206,13 @@ class RouteInfoManager:
 class NameServerProcessor:
     """`DefaultRequestProcessor`: answers the name-server request codes."""
 
-    def __init__(self, routes: RouteInfoManager) -> None:
+    def __init__(self, routes: RouteInfoManager, admin: NamesrvAdminProcessor | None = None) -> None:
         self.routes = routes
+        self.admin = admin  # the KV config family and the name server's own configuration
 
     def handles(self, code: int) -> bool:
+        if self.admin is not None and self.admin.handles(code):
+            return True
         return code in (RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO,
                         RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
                         RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.QUERY_DATA_VERSION,
@@ -216,6 +220,8 @@ class NameServerProcessor:
 
     async def process(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
+            if self.admin is not None and self.admin.handles(cmd.code):
+                return self.admin.process(cmd)
             if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
                 return self.get_route_info(cmd)
             if cmd.code == RequestCode.GET_BROKER_CLUSTER_INFO:

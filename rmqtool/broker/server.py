@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
+from rmqtool.broker.nameserver_admin import namesrv_admin
 from rmqtool.errors import InvalidInput
 from rmqtool.layouts.net import Host
 from rmqtool.remoting.codes import ResponseCode
@@ -92,7 +93,7 @@ class Serve:
         self.controller: Any = None
         self.local: Any = None
         self.routes = RouteInfoManager()
-        self.ns_processor = NameServerProcessor(self.routes)
+        self.ns_processor = NameServerProcessor(self.routes, namesrv_admin(self.routes, self.config.store_path_root_dir))
         self.servers: list[RemotingServer] = []
         self._stop = asyncio.Event()
         self.info: ServeInfo | None = None
@@ -125,6 +126,8 @@ class Serve:
         try:
             await ns.start()
             self.servers.append(ns)
+            if self.ns_processor.admin is not None:
+                self.ns_processor.admin.conf.set_listen(self.listen_host, ns.port)
             await broker.start()
             self.servers.append(broker)
         except OSError as e:
@@ -160,6 +163,8 @@ class Serve:
         # besides our own name server, `--namesrv-addr` / broker.conf `namesrvAddr`
         addrs = parse_namesrv_addr(self.opts.namesrv_addr or cfg.extra.get("namesrvAddr"))
         self.controller = BrokerController(self.local, advertised, routes=self.routes, namesrv_addrs=addrs)
+        # where updateBrokerConfig persists: the -c file, as BrokerStartup's brokerConfigPath
+        self.controller.broker_config_path = Path(self.opts.config_file) if self.opts.config_file else None
         await self.controller.start()
         self.info = ServeInfo(Host(self.listen_host, ns.port), advertised, cfg.broker_name,
                               Path(cfg.store_path_root_dir), vip_port)

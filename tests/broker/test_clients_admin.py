@@ -52,6 +52,10 @@ def test_consumer_offsets_query_update(serve, broker):
     q = {"consumerGroup": "cg_off", "topic": "CA_Off", "queueId": "0"}
     broker.request(310, send_ext("CA_Off", 0), b"x")
     assert broker.request(14, q).ext_fields["offset"] == "0"  # a queue that starts at 0: read it from 0
+    # a group nobody created (no heartbeat, no updateSubGroup) cannot commit, as in Java 5.x
+    r = broker.request(15, {**q, "commitOffset": "1"})
+    assert (r.code, r.remark) == (26, "Group cg_off not exist!")
+    assert broker.request(200, {}, b'{"groupName":"cg_off"}').code == 0
     assert broker.request(15, {**q, "commitOffset": "1"}).code == 0
     assert broker.request(14, q).ext_fields["offset"] == "1"
     assert broker.request(15, {**q, "topic": "CA_NoSuchTopic", "commitOffset": "1"}).code == 17
@@ -110,6 +114,7 @@ def test_update_and_create_topic_and_get_all_topic_config(serve, broker, namesrv
 def test_stats_topic_status_consumer_progress_runtime(serve, broker):
     for i in range(3):
         broker.request(310, send_ext("CA_Stats", 0), f"{i}".encode())
+    broker.request(200, {}, b'{"groupName":"cg_stats"}')  # the group exists before it commits
     broker.request(15, {"consumerGroup": "cg_stats", "topic": "CA_Stats", "queueId": "0", "commitOffset": "2"})
     ts = TopicStatsTable.decode(broker.request(202, {"topic": "CA_Stats"}).body)
     q0 = ts.offsetTable[MessageQueue("CA_Stats", "broker-a", 0)]
@@ -122,7 +127,9 @@ def test_stats_topic_status_consumer_progress_runtime(serve, broker):
     assert (w.brokerOffset, w.consumerOffset) == (3, 2)
     rt = json.loads(broker.request(28).body)["table"]
     assert int(rt["msgPutTotalTodayNow"]) >= 3 and rt["brokerVersionDesc"].startswith("V5")
-    assert len(rt["putTps"].split()) == 3
+    # 10 / 60 / 600 s windows, each empty until that many one-second samples exist (StoreStatsService)
+    assert len(rt["putTps"].split(" ")) == 3
+    assert int(rt["earliestMessageTimeStamp"]) > 0 and not rt["commitLogDirCapacity"].startswith("Total : 0 B")
 
 
 def test_topic_config_and_topic_consume_by_who(serve, broker):
@@ -135,6 +142,7 @@ def test_topic_config_and_topic_consume_by_who(serve, broker):
     assert "mappingDetail" not in tc  # no static-topic mapping: fastjson leaves the null out
     assert broker.request(351, {"topic": "CA_NoCfg"}).code == 17
     broker.request(310, send_ext("CA_Cfg", 0), b"x")
+    broker.request(200, {}, b'{"groupName":"cg_who_off"}')
     broker.request(15, {"consumerGroup": "cg_who_off", "topic": "CA_Cfg", "queueId": "0", "commitOffset": "1"})
     assert broker.request(34, body=heartbeat_body("10.0.0.9@w", "cg_who_on", [sub_data("CA_Cfg")])).code == 0
     groups = json.loads(broker.request(300, {"topic": "CA_Cfg"}).body)["groupList"]
@@ -209,6 +217,7 @@ def test_oneway_offset_commits_apply_in_arrival_order_before_later_queries(serve
     sent after it must see it (no reordering of a connection's requests, no deferred commit)."""
     q = {"consumerGroup": "cg_order", "topic": "CA_Order", "queueId": "0"}
     broker.request(310, send_ext("CA_Order", 0), b"x")
+    broker.request(200, {}, b'{"groupName":"cg_order"}')
     other = Wire(serve.broker)
     try:
         for i in range(1, 60):

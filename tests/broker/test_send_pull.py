@@ -189,6 +189,7 @@ def test_sql92_filter_and_check_client_config(serve, broker):
 
 def test_oneway_requests_are_never_answered(serve, broker):
     broker.request(310, send_ext("SP_Oneway", 0), b"x")
+    broker.request(200, {}, b'{"groupName":"cg_ow"}')
     frames_before = broker.responses_seen()
     broker.oneway(15, {"consumerGroup": "cg_ow", "topic": "SP_Oneway", "queueId": "0", "commitOffset": "1"})
     broker.oneway(30, {"topic": "SP_Oneway", "queueId": "0"})
