@@ -140,6 +140,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.loop = asyncio.get_running_loop()
         self.hold = PullHoldService(self.loop)
         self.store.arrival_listeners.append(self._on_arrival)
+        self.sample_runtime_stats()  # the boot sample: put sizes and TPS count from here
         self.register_broker_all()
         for svc in getattr(self.local, "services", []):
             svc.start()

@@ -104,6 +104,7 @@ class SendProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 remark=f"request queueId[{queue_id}] is illegal, {tc!r} Producer: {conn.peer}")
         props = P.decode_properties(h.properties or "")
+        self.stamp_region(props)
         topic = h.topic
         reconsume = h.reconsumeTimes or 0
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -187,6 +188,13 @@ class SendProcessor:
             return self._send_ok(cmd, ResponseCode.SUCCESS, ids, queue_id, results[0].queue_offset, uniq, uniq)
 
         return self.call_store(self.local.send_batch, (msgs,), done)
+
+    def stamp_region(self: Any, props: dict[str, str]) -> None:
+        """`buildMsgContext`: every message sent is stored with the broker's MSG_REGION and TRACE_ON."""
+        if self.region_id is not None:
+            props["MSG_REGION"] = str(self.region_id)
+        if self.trace_on is not None:
+            props["TRACE_ON"] = str(self.trace_on)
 
     def _send_response(self: Any, cmd: RemotingCommand, result: Any, queue_id: int,
                        transaction_id: str | None = None) -> RemotingCommand:

@@ -41,7 +41,13 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(600)]
 QUEUES = 4
 
 # Commands whose outcome on serve is known to differ from Apache's: command -> reason (README too).
-SERVE_GAPS: dict[str, str] = {}
+SERVE_GAPS: dict[str, str] = {
+    "haStatus": "GET_BROKER_HA_STATUS (907) belongs to the replication work, not on this branch",
+}
+# Apache's 5.3.3 broker lists the topic itself among the topic's consumer groups here (a group that
+# nobody created, whose message tracks come out UNKNOWN, and a statsAll row); serve does not. Lines
+# naming that phantom group are left out of both outcomes.
+_PHANTOM = re.compile(r"MessageTrack \[consumerGroup=TOPIC, trackType=UNKNOWN.*?\)\]|^TOPIC TOPIC .*$", re.M | re.S)
 
 
 @dataclass
@@ -246,7 +252,7 @@ def mask(text: str, names: dict[str, str]) -> str:
     text = re.sub(r"/?\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b", "IP", text)
     text = re.sub(r"\b[0-9A-F]{32}\b", "MSGID", text)
     text = re.sub(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?", "TIME", text)
-    text = re.sub(r"-?\b\d+(?:\.\d+)?(?:E-?\d+)?\b", "N", text)
+    text = re.sub(r"-?(?<![\w.])\d+(?:\.\d+)?(?:E-?\d+)?", "N", text)
     return "\n".join(re.sub(r"[ \t]+", " ", line).strip() for line in text.splitlines() if line.strip())
 
 
@@ -281,7 +287,8 @@ def outcome(name: str, res: dict, names: dict[str, str]) -> object:
     if base == "topicList":
         return ("ok", sorted(t for t in mask(out, names).split() if t in names or "%" in t))
     if base == "statsAll":  # TPS are timing; the rows and their accumulation are not
-        return ("ok", sorted(" ".join(r.split()[:3]) for r in mask(out, names).splitlines()))
+        return ("ok", sorted(" ".join(r.split()[:3]) for r in _PHANTOM.sub("", mask(out, names)).splitlines()
+                             if r.strip()))
     if base == "clusterList":
         rows = [r.split() for r in out.splitlines()[1:] if names["ADDR"] in r]
         return ("ok", [(len(r), r[0] == names["CLUSTER"], r[-1], "nullms" in " ".join(r)) for r in rows])
@@ -289,7 +296,7 @@ def outcome(name: str, res: dict, names: dict[str, str]) -> object:
         return ("ok", sorted(r for r in mask(out, names).splitlines() if "GROUP" in r or r.startswith("#")))
     if base == "producer":
         return ("ok", sorted(set(mask(out, names).splitlines())))
-    return ("ok", mask(out, names))
+    return ("ok", _PHANTOM.sub("", mask(out, names)).strip())
 
 
 _RUNS: dict[str, Run | Exception] = {}

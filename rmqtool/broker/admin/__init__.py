@@ -43,6 +43,7 @@ class AdminProcessor(QueryProcessor, RuntimeInfoProcessor, ConfigProcessor, Grou
             R.GET_COLD_DATA_FLOW_CTR_INFO: self.process_get_cold_data_info,
             R.EXPORT_ROCKSDB_CONFIG_TO_JSON: self.process_export_rocksdb_config,
             R.RESET_MASTER_FLUSH_OFFSET: self.process_reset_master_flush_offset,
+            R.POP_ROLLBACK: self.process_pop_rollback,
             R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.process_update_subscription_group,
             R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: self.process_update_subscription_group_list,
             R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.process_get_all_subscription_group,

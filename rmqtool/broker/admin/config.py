@@ -38,7 +38,6 @@ JAVA_DEFAULTS: dict[str, str] = {
     "autoCreateSubscriptionGroup": "true",
     "clientCallbackExecutorThreads": "",
     "configBlackList": "configBlackList;brokerConfigPath",
-    "filterServerNums": "0",
     "msgTraceTopicName": "RMQ_SYS_TRACE_TOPIC",
     "traceTopicEnable": "false",
     "traceOn": "true",

@@ -4,7 +4,7 @@ UPDATE_AND_CREATE_TOPIC_LIST 18, DELETE_TOPIC_IN_BROKER 215, CLEAN_UNUSED_TOPIC 
 CLEAN_EXPIRED_CONSUMEQUEUE 306, DELETE_EXPIRED_COMMITLOG 329, QUERY_CONSUME_QUEUE 321,
 SET_COMMITLOG_READ_MODE 2004, GET_SYSTEM_TOPIC_LIST_FROM_BROKER 305, the cold-data flow-control config (2001 / 2002 / 2003; as in Java
 with `coldDataFlowControlEnable` false, its default: kept and reported, nothing throttled),
-EXPORT_ROCKSDB_CONFIG_TO_JSON 355 (no RocksDB config store here: nothing to export, "export
+POP_ROLLBACK 200056 and EXPORT_ROCKSDB_CONFIG_TO_JSON 355 (no RocksDB config store here: nothing to export, "export
 done." as Java's JSON-file managers answer) and RESET_MASTER_FLUSH_OFFSET 908 (a master ignores it).
 
 `AdminBrokerProcessor` of the Java broker.
@@ -229,6 +229,11 @@ class MaintenanceProcessor:
 
     async def process_export_rocksdb_config(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(remark="export done.")
+
+    async def process_pop_rollback(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """POP_ROLLBACK 200056 (`exportPopRecord`: `transferPopToFsStore`): serve keeps no RocksDB POP
+        consumer store to move back to files, as Java with popConsumerKVServiceEnable=false (its default)."""
+        return cmd.response()
 
     async def process_reset_master_flush_offset(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response()  # brokerId 0: nothing to do, as Java's master

@@ -48,6 +48,7 @@ class ReplyProcessor:
         tc = self.local.topics.select(h.topic)
         queue_id = h.queueId if h.queueId >= 0 else random.randrange(max(1, tc.write_queue_nums))
         props = P.decode_properties(h.properties or "")
+        self.stamp_region(props)
         pushed, remark = await self._push_reply(cmd, h, props, conn)
         ext: dict[str, str] = {"MSG_REGION": str(self.region_id), "TRACE_ON": str(self.trace_on)}
         if not pushed:
