@@ -294,6 +294,9 @@ def outcome(name: str, res: dict, names: dict[str, str]) -> object:
         return ("ok", [(len(r), r[0] == names["CLUSTER"], r[-1], "nullms" in " ".join(r)) for r in rows])
     if base == "brokerConsumeStats":  # every group of the broker: ours
         return ("ok", sorted(r for r in mask(out, names).splitlines() if "GROUP" in r or r.startswith("#")))
+    if base == "printMsg":  # one block per queue, in the order of a HashSet of the topic's queues
+        blocks = [b for b in out.split("-" * 56) if b.strip()]
+        return ("ok", {re.search(r"queueId=(\d+)", b).group(1): mask(b, names) for b in blocks})
     if base == "producer":
         return ("ok", sorted(set(mask(out, names).splitlines())))
     return ("ok", _PHANTOM.sub("", mask(out, names)).strip())

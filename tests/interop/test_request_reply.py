@@ -3,7 +3,8 @@ send response's transactionId, against Apache's 5.3.3 broker and `rmqtool serve`
 
 Round trips: `rmqtool.client` requesting and replying; Apache's Java client requesting
 (`DefaultMQProducer.request`, `java/.../RequestReply.java`) with our replier; our request with a
-Java replier (`MessageUtil.createReplyMessage`). Each reply must come back to the requester
+Java replier (`MessageUtil.createReplyMessage`); Apache's Go client (rocketmq-client-go v2.1.2,
+`go/main.go`, `Producer.Request`) with our replier, and its SendResult.TransactionID. Each reply must come back to the requester
 that asked, with the request's correlation id, on `<cluster>_REPLY_TOPIC`.
 """
 
@@ -26,9 +27,9 @@ from rmqtool.client import (
     RequestTimeoutError,
     create_reply_message,
 )
-from rmqtool.client.reply import CORRELATION_ID
+from rmqtool.client.reply import CORRELATION_ID, REPLY_TO_CLIENT
 
-from .harness import java_cmd, require_java
+from .harness import HERE, java_cmd, require_java
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
 
@@ -43,6 +44,8 @@ class PyReplier:
 
         def listener(msgs: list[MessageExt], ctx: object) -> ConsumeStatus:
             for m in msgs:
+                if REPLY_TO_CLIENT not in m.properties:
+                    continue  # not a request (the topic's warm-up message, the Go program's plain send)
                 self.seen.append(m.properties.get(CORRELATION_ID, ""))
                 try:
                     self.producer.send(create_reply_message(m, b"reply-to:" + m.body))
@@ -52,6 +55,11 @@ class PyReplier:
 
         self.consumer = PushConsumer(group, namesrv).subscribe(topic, "*").register_listener(listener)
         self.consumer.start()
+
+    def wait_ready(self, namesrv: str, topic: str) -> None:
+        """Until the replier owns the topic's queues: one request of ours answered."""
+        with Producer(f"RR_PROBE_{os.getpid()}", namesrv) as probe:
+            _request_until_replied(probe, topic, b"probe")
 
     def close(self) -> None:
         self.consumer.shutdown()
@@ -111,13 +119,13 @@ def test_rmqtool_request_times_out_without_replier(any_broker):
 
 def test_reply_to_unknown_client_is_refused(any_broker):
     """SEND_REPLY_MESSAGE naming a client with no channel: SYSTEM_ERROR with Java's remark."""
-    from rmqtool.client import BrokerError
+    from rmqtool.client import ClientError
 
     with Producer(f"RR_PY_STRAY_{os.getpid()}", any_broker.namesrv) as p:
         reply = Message(f"{_cluster(p, any_broker)}_REPLY_TOPIC", b"late",
                         properties={"MSG_TYPE": "reply", "REPLY_TO_CLIENT": "10.9.9.9@nobody",
                                     CORRELATION_ID: "c-1"})
-        with pytest.raises(BrokerError) as e:
+        with pytest.raises(ClientError) as e:
             p.impl.instance.run(p.impl.send(p.impl.prepare(reply), mode="sync"))
         assert "push reply message fail, channel of <10.9.9.9@nobody> not found." in str(e.value)
 
@@ -136,13 +144,13 @@ def test_java_request_python_reply(any_broker, tmp_path):
     topic = _topic(any_broker, "JREQ")
     replier = PyReplier(any_broker.namesrv, topic, f"RR_PYR_{os.getpid()}")
     try:
-        time.sleep(3)  # the replier's first rebalance
+        replier.wait_ready(any_broker.namesrv, topic)
         proc = subprocess.run(java_cmd("RequestReply", "request", "--namesrv", any_broker.namesrv, "--topic", topic,
                                        "--count", "3", home=tmp_path),
                               capture_output=True, timeout=120)
         lines = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.startswith("{")]
         assert [(x["ok"], x.get("body")) for x in lines] == [(True, f"reply-to:req-{i}") for i in range(3)], (
-            lines, proc.stderr.decode()[-3000:])
+            lines, replier.seen, replier.errors)
         assert all(x["correlation"] and x["replyTopic"].endswith("_REPLY_TOPIC") for x in lines)
     finally:
         replier.close()
@@ -166,3 +174,28 @@ def test_python_request_java_reply(any_broker, tmp_path):
         proc.stdin.close()
         proc.wait(timeout=30)
         killer.cancel()
+
+
+def require_go() -> str:
+    binary = HERE / "go" / "target" / "rrgo"
+    if not binary.is_file():
+        pytest.skip("Go client program not built (run .ci/steps/11-go-interop.sh; needs the Go module proxy)")
+    return str(binary)
+
+
+def test_go_request_python_reply(any_broker):
+    binary = require_go()
+    topic = _topic(any_broker, "GOREQ")
+    replier = PyReplier(any_broker.namesrv, topic, f"RR_GOR_{os.getpid()}")
+    try:
+        replier.wait_ready(any_broker.namesrv, topic)
+        proc = subprocess.run([binary, "-namesrv", any_broker.namesrv, "-topic", topic, "-count", "3"],
+                              capture_output=True, timeout=120)
+        lines = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.startswith("{")]
+        got = [(x.get("ok"), x.get("body")) for x in lines if "i" in x]
+        assert got == [(True, f"reply-to:req-{i}") for i in range(3)], (lines, replier.seen, replier.errors)
+        assert all(x["correlation"] for x in lines if "i" in x)
+        [sent] = [x for x in lines if "send" in x]
+        assert sent["send"] and sent["transactionId"] == sent["msgId"], sent  # Go reads transactionId
+    finally:
+        replier.close()
