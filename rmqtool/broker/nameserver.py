@@ -249,6 +249,8 @@ class NameServerProcessor:
     def get_route_info(self, cmd: RemotingCommand) -> RemotingCommand:
         h = GetRouteInfoRequestHeader.from_ext(cmd.ext_fields)
         route = self.routes.pickup_topic_route_data(h.topic)
+        if route is not None and self.admin is not None:
+            route.orderTopicConf = self.admin.order_topic_conf(h.topic)
         if route is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
                                 remark=f"No topic route info in name server for the topic: {h.topic}")

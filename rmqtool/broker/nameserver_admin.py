@@ -37,6 +37,7 @@ GET_KVLIST_BY_NAMESPACE = 219
 UPDATE_NAMESRV_CONFIG = 318
 GET_NAMESRV_CONFIG = 319
 ADD_WRITE_PERM_OF_BROKER = 327
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
 CODES = (PUT_KV_CONFIG, GET_KV_CONFIG, DELETE_KV_CONFIG, WIPE_WRITE_PERM_OF_BROKER, DELETE_TOPIC_IN_NAMESRV,
          GET_KVLIST_BY_NAMESPACE, UPDATE_NAMESRV_CONFIG, GET_NAMESRV_CONFIG, ADD_WRITE_PERM_OF_BROKER)
 
@@ -164,6 +165,13 @@ class NamesrvAdminProcessor:
 
     def handles(self, code: int) -> bool:
         return code in CODES
+
+    def order_topic_conf(self, topic: str) -> str | None:
+        """A route's orderTopicConf: the ORDER_TOPIC_CONFIG KV entry, with orderMessageEnable on
+        (`ClientRequestProcessor.getRouteInfoByTopic`); what `updateOrderConf` / `updateTopic -o` put."""
+        if self.conf.values.get("orderMessageEnable", "false").lower() != "true":
+            return None
+        return self.kv.get(ORDER_TOPIC_CONFIG, topic)
 
     def process(self, cmd: RemotingCommand) -> RemotingCommand:
         ext = cmd.ext_fields or {}

@@ -162,12 +162,24 @@ def test_namesrv_kv_config_and_own_config(serve, namesrv):
     kv_file = serve.store / "namesrv" / "kvConfig.json"
     assert json.loads(kv_file.read_text())["configTable"]["AO_NS"] == {}
     conf = _props(namesrv.request(319).body)
-    assert conf["listenPort"] == serve.namesrv.rsplit(":", 1)[1] and conf["orderMessageEnable"] == "false"
-    assert namesrv.request(318, body=b"orderMessageEnable=true\n").code == 0
-    assert _props(namesrv.request(319).body)["orderMessageEnable"] == "true"
-    assert "orderMessageEnable=true" in (serve.store / "namesrv" / "namesrv.properties").read_text()
+    assert conf["listenPort"] == serve.namesrv.rsplit(":", 1)[1] and conf["productEnvName"] == "center"
+    assert namesrv.request(318, body=b"productEnvName=ao-test\n").code == 0
+    assert _props(namesrv.request(319).body)["productEnvName"] == "ao-test"
+    assert "productEnvName=ao-test" in (serve.store / "namesrv" / "namesrv.properties").read_text()
     r = namesrv.request(318, body=b"kvConfigPath=/tmp/x\n")
     assert (r.code, r.remark) == (16, "Can not update config in black list.")
+
+
+def test_route_carries_order_conf_when_order_messages_are_enabled(serve, broker, namesrv):
+    broker.request(310, send_ext("AO_Order", 0), b"x")
+    assert namesrv.request(100, {"namespace": "ORDER_TOPIC_CONFIG", "key": "AO_Order", "value": "broker-a:4"}).code == 0
+    assert "orderTopicConf" not in fastjson.loads(namesrv.request(105, {"topic": "AO_Order"}).body)
+    assert namesrv.request(318, body=b"orderMessageEnable=true\n").code == 0
+    try:
+        route = fastjson.loads(namesrv.request(105, {"topic": "AO_Order"}).body)
+        assert route["orderTopicConf"] == "broker-a:4"
+    finally:
+        namesrv.request(318, body=b"orderMessageEnable=false\n")
 
 
 def test_namesrv_wipe_and_add_write_perm(serve, broker, namesrv):
