@@ -255,6 +255,10 @@ class ClientInstance:
             return None
         if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:  # the reply to one of our request()s
             return self.request_futures.receive(cmd)
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:  # mqadmin consumerStatus, via the broker
+            from rmqtool.client.running_info import answer_running_info
+
+            return answer_running_info(self, cmd)
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             remark=f" request type {cmd.code} not supported")
 
