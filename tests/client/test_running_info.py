@@ -33,6 +33,9 @@ def test_push_consumer_answers_running_info_through_the_broker(server, unique):
             assert int(props["PROP_CONSUMER_START_TIMESTAMP"]) > 0 and props["consumerGroup"] == group
             assert topic in {s["topic"] for s in info["subscriptionSet"]}
             assert info["mqTable"], info
+            pqs = list(info["mqTable"].values())
+            assert all(q["lastConsumeTimestamp"] > 0 and not q["droped"] for q in pqs), pqs
+            assert any(q["lastPullTimestamp"] > 0 for q in pqs), pqs  # the queue the message is in
             r = p.instance.run(p.instance.invoke(server.broker, RemotingCommand.request(
                 307, {**ask, "consumerGroup": unique("gnone")})))
             assert r.code == 1  # not online: the broker answers for the consumer
