@@ -142,6 +142,9 @@ class ClientManageProcessor:
         if not 0 <= offset <= max_off:
             return cmd.response(ResponseCode.INVALID_PARAMETER,
                                 remark=f"Offset {offset} is illegal, queue {qid} of topic {topic} ends at {max_off}")
+        if self.offset_reset_pending(group, topic, qid):
+            # useServerSideResetOffset: a commit after an operator's reset, from before the consumer saw it
+            return cmd.response(remark="Offset has been previously reset")
         self.local.offsets.commit_offset(group, topic, qid, offset)
         return cmd.response()
 

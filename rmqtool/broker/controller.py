@@ -33,9 +33,10 @@ from rmqtool.broker.roles import RoleProcessor
 from rmqtool.broker.send import SendProcessor
 from rmqtool.broker.slave import SYNC_CHECK_INTERVAL_S, SlaveSynchronize
 from rmqtool.broker.transaction import TransactionProcessor
+from rmqtool.broker.wire import to_wire_topic_config
 from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic, StoreError
 from rmqtool.layouts.net import Host
-from rmqtool.remoting.bodies import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rmqtool.remoting.bodies import DataVersion, TopicConfigSerializeWrapper
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import HeaderError
@@ -99,7 +100,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._tasks: list[asyncio.Task] = []
         self._bg: set[asyncio.Task] = set()
         self.boot_ms = self.clock()
-        self.stats = {"put": 0, "get": 0}
+        self.stats = {"put": 0, "get": 0, "get_found": 0, "get_miss": 0}
         self._registered_version: tuple[int, int] | None = None
         self.cluster = ClusterSettings.from_config(self.config)
         self.broker_id = self.cluster.broker_id
@@ -149,6 +150,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.handlers.update(self.cluster_handlers())
         self.pop = PopService(self)  # POP consumption (broker/pop), also the gRPC front's API
         self.handlers.update(PopProcessor(self.pop).handlers())
+        self.handlers.update(self.admin_handlers())
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -163,6 +165,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
                 self.registrar.identity.ha_server_addr = self.ha_server_addr
         if self.ha_master_addr is not None:  # haMasterAddress: the HA client follows it from the start
             self.set_ha_master_address(self.ha_master_addr)
+        self.sample_runtime_stats()  # the boot sample: put sizes and TPS count from here
         self.register_broker_all()
         master_only = self.special_services_start()
         for svc in getattr(self.local, "services", []):
@@ -171,6 +174,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._tasks = [
             asyncio.create_task(self._every(10.0, self._scan_clients), name="client-expiry"),
             asyncio.create_task(self._every(5.0, self._persist_offsets), name="offset-persist"),
+            asyncio.create_task(self._every(1.0, self.sample_runtime_stats), name="stats-sampling"),
             asyncio.create_task(self._every(30.0, self.register_broker_all), name="register-broker"),
             asyncio.create_task(self._every(1.0, self.register_remote), name="register-remote"),
             asyncio.create_task(self._every(5.0, self._scan_brokers), name="namesrv-expiry"),
@@ -271,6 +275,10 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         topics = self.local.topics
         dv = topics.data_version
         table = {name: to_wire_topic_config(tc) for name, tc in list(topics.table.items())}
+        perm = self.configuration.permission()
+        if perm & 6 != 6:  # brokerPermission without read or write: every topic registers so
+            for tc in table.values():
+                tc.perm &= perm
         return TopicConfigSerializeWrapper(table, DataVersion(dv.counter, dv.timestamp,
                                                               getattr(dv, "state_version", 0)))
 
@@ -391,9 +399,3 @@ def _error_response(cmd: RemotingCommand, e: Exception, conn: Connection | None 
     else:  # StoreError
         code = ResponseCode.SERVICE_NOT_AVAILABLE
     return cmd.response(code, remark=str(e))
-
-
-def to_wire_topic_config(tc: Any) -> TopicConfig:
-    """The store's TopicConfig (snake_case) as the remoting body class."""
-    return TopicConfig(tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type,
-                       tc.topic_sys_flag, bool(tc.order), dict(getattr(tc, "attributes", {}) or {}))

@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from rmqtool.broker.nameserver_admin import NamesrvAdminProcessor
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import (
     BrokerData,
@@ -215,10 +216,13 @@ class RouteInfoManager:
 class NameServerProcessor:
     """`DefaultRequestProcessor`: answers the name-server request codes."""
 
-    def __init__(self, routes: RouteInfoManager) -> None:
+    def __init__(self, routes: RouteInfoManager, admin: NamesrvAdminProcessor | None = None) -> None:
         self.routes = routes
+        self.admin = admin  # the KV config family and the name server's own configuration
 
     def handles(self, code: int) -> bool:
+        if self.admin is not None and self.admin.handles(code):
+            return True
         return code in (RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO,
                         RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER,
                         RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, RequestCode.QUERY_DATA_VERSION,
@@ -226,6 +230,8 @@ class NameServerProcessor:
 
     async def process(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
+            if self.admin is not None and self.admin.handles(cmd.code):
+                return self.admin.process(cmd)
             if cmd.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
                 return self.get_route_info(cmd)
             if cmd.code == RequestCode.GET_BROKER_CLUSTER_INFO:
@@ -253,6 +259,8 @@ class NameServerProcessor:
     def get_route_info(self, cmd: RemotingCommand) -> RemotingCommand:
         h = GetRouteInfoRequestHeader.from_ext(cmd.ext_fields)
         route = self.routes.pickup_topic_route_data(h.topic)
+        if route is not None and self.admin is not None:
+            route.orderTopicConf = self.admin.order_topic_conf(h.topic)
         if route is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
                                 remark=f"No topic route info in name server for the topic: {h.topic}")

@@ -85,6 +85,9 @@ class PullProcessor:
                                 f"failed: {e}")
         except PermissionError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark=str(e))
+        reset = self.take_reset_offset(h.consumerGroup, h.topic, h.queueId)
+        if reset is not None:  # an operator's resetOffsetByTime: the consumer moves there (OFFSET_RESET)
+            return self.offset_reset_response(cmd, h, reset)
         if h.sysFlag & PullSysFlag.COMMIT_OFFSET and h.commitOffset >= 0:
             self.local.offsets.commit_offset(h.consumerGroup, h.topic, h.queueId, h.commitOffset)
         max_msgs = max(1, min(h.maxMsgNums, MAX_TRANSFER_COUNT * 32))
@@ -171,6 +174,7 @@ class PullProcessor:
         elif code is None:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         body = b""
+        self.stats["get_found" if code == ResponseCode.SUCCESS else "get_miss"] += 1
         if code == ResponseCode.SUCCESS:
             raw = getattr(result, "raw", None)
             body = b"".join(raw) if raw else b""

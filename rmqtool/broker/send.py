@@ -111,6 +111,7 @@ class SendProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
                                 remark=f"request queueId[{queue_id}] is illegal, {tc!r} Producer: {conn.peer}")
         props = P.decode_properties(h.properties or "")
+        self.stamp_region(props)
         topic = h.topic
         reconsume = h.reconsumeTimes or 0
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
@@ -135,7 +136,7 @@ class SendProcessor:
 
         def done(result: Any) -> RemotingCommand:
             self.stats["put"] += 1
-            return self._send_response(cmd, result, queue_id)
+            return self._send_response(cmd, result, queue_id, props.get(P.UNIQ_KEY))
 
         if props.get(P.TRAN_MSG) == "true":
             return self.call_store(self.put_half_message, (msg, h.producerGroup), done)
@@ -189,17 +190,26 @@ class SendProcessor:
                 if status_name(r.status) != "PUT_OK":
                     return self._send_response(cmd, r, queue_id)
             ids = ",".join([r.offset_msg_id for r in results])
-            return self._send_ok(cmd, ResponseCode.SUCCESS, ids, queue_id, results[0].queue_offset)
+            uniq = batch_props.get(P.UNIQ_KEY)  # the batch's own, as Java's getUniqID(messageExtBatch)
+            return self._send_ok(cmd, ResponseCode.SUCCESS, ids, queue_id, results[0].queue_offset, uniq, uniq)
 
         return self.call_store(self.local.send_batch, (msgs,), done)
 
-    def _send_response(self: Any, cmd: RemotingCommand, result: Any, queue_id: int) -> RemotingCommand:
+    def stamp_region(self: Any, props: dict[str, str]) -> None:
+        """`buildMsgContext`: every message sent is stored with the broker's MSG_REGION and TRACE_ON."""
+        if self.region_id is not None:
+            props["MSG_REGION"] = str(self.region_id)
+        if self.trace_on is not None:
+            props["TRACE_ON"] = str(self.trace_on)
+
+    def _send_response(self: Any, cmd: RemotingCommand, result: Any, queue_id: int,
+                       transaction_id: str | None = None) -> RemotingCommand:
         name = status_name(result.status)
         code = PUT_STATUS_CODES.get(name, ResponseCode.SYSTEM_ERROR)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
                         ResponseCode.SLAVE_NOT_AVAILABLE):
             return cmd.response(code, remark=self._put_failed_remark(name))
-        return self._send_ok(cmd, code, result.offset_msg_id, queue_id, result.queue_offset)
+        return self._send_ok(cmd, code, result.offset_msg_id, queue_id, result.queue_offset, transaction_id)
 
     def _put_failed_remark(self: Any, status: str) -> str:
         """`handlePutMessageResult`'s remarks for the statuses a full disk gives."""
@@ -212,10 +222,17 @@ class SendProcessor:
         return f"put message failed: {status}"
 
     def _send_ok(self: Any, cmd: RemotingCommand, code: int, msg_id: str, queue_id: int,
-                 queue_offset: int) -> RemotingCommand:
+                 queue_offset: int, transaction_id: str | None = None,
+                 batch_uniq_id: str | None = None) -> RemotingCommand:
         """`SendMessageResponseHeader` extFields, built directly (same keys, order and strings
-        as `SendMessageResponseHeader(...).to_ext()`), without the generic header round trip."""
+        as `SendMessageResponseHeader(...).to_ext()`), without the generic header round trip.
+        `transactionId` is the message's unique id (`MessageClientIDSetter.getUniqID`), as the
+        5.x broker sets it on every send; Go's client reads it into SendResult.TransactionID."""
         ext = {"msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset)}
+        if transaction_id is not None:
+            ext["transactionId"] = transaction_id
+        if batch_uniq_id is not None:
+            ext["batchUniqId"] = batch_uniq_id
         if self.region_id is not None:
             ext["MSG_REGION"] = str(self.region_id)
         if self.trace_on is not None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
+from rmqtool.broker.nameserver_admin import namesrv_admin
 from rmqtool.errors import InvalidInput
 from rmqtool.layouts.net import Host
 from rmqtool.remoting.budget import FrameBudget
@@ -111,7 +112,7 @@ class Serve:
         self.controller: Any = None
         self.local: Any = None
         self.routes = RouteInfoManager()
-        self.ns_processor = NameServerProcessor(self.routes)
+        self.ns_processor = NameServerProcessor(self.routes, namesrv_admin(self.routes, self.config.store_path_root_dir))
         self.servers: list[RemotingServer] = []
         self.grpc: Any = None
         self.grpc_off: str | None = None
@@ -154,6 +155,8 @@ class Serve:
             if mode == "namesrv":
                 self.info = ServeInfo(Host(self.listen_host, ns.port), None, "", None, None)
                 return self.info
+            if mode != "broker" and self.ns_processor.admin is not None:
+                self.ns_processor.admin.conf.set_listen(self.listen_host, ns.port)
             await broker.start()
             self.servers.append(broker)
         except OSError as e:
@@ -202,6 +205,8 @@ class Serve:
             log.warning("--broker-only without --namesrv-addr (namesrvAddr): registered with no name server")
         self.controller = BrokerController(self.local, advertised, routes=routes, namesrv_addrs=addrs)
         self.controller.replication = self.replication  # haStatus, masterAddr updates from the name server
+        # where updateBrokerConfig persists: the -c file, as BrokerStartup's brokerConfigPath
+        self.controller.broker_config_path = Path(self.opts.config_file) if self.opts.config_file else None
         await self.controller.start()
         grpc_host = await self._start_grpc()
         self.info = ServeInfo(Host(self.listen_host, ns.port) if mode == "all" else None, advertised,

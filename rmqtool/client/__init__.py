@@ -34,6 +34,7 @@ from rmqtool.client.message import (
     SendStatus,
 )
 from rmqtool.client.producer import Producer, TransactionListener, TransactionProducer, select_by_hash
+from rmqtool.client.reply import RequestTimeoutError, create_reply_message
 from rmqtool.client.simple import ReceivedMessage, SimpleConsumer
 from rmqtool.layouts.message import MessageExt
 
@@ -43,6 +44,6 @@ __all__ = [
     "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_TIMESTAMP", "BrokerError",
     "ClientConfig", "ClientError", "ClientInstance", "ConsumeContext", "ConsumeStatus", "LocalTransactionState",
     "Message", "MessageExt", "MessageQueue", "Producer", "PullConsumer", "PullResult", "PullStatus",
-    "PushConsumer", "ReceivedMessage", "SendResult", "SendStatus", "SimpleConsumer", "StopConsuming", "TransactionListener", "TransactionProducer",
-    "select_by_hash",
+    "PushConsumer", "ReceivedMessage", "RequestTimeoutError", "SendResult", "SendStatus", "SimpleConsumer",
+    "StopConsuming", "TransactionListener", "TransactionProducer", "create_reply_message", "select_by_hash",
 ]

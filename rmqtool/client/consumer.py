@@ -184,6 +184,7 @@ class ConsumerImpl:
         """`DefaultMQPushConsumerImpl#start`: routes, SQL92 check, heartbeat, first rebalance."""
         self._rebalance_lock = asyncio.Lock()
         self._rebalance_event = asyncio.Event()
+        self.started_ms = int(time.time() * 1000)  # PROP_CONSUMER_START_TIMESTAMP of the running info
         if self.push and self.message_model == CLUSTERING:
             retry = _retry_topic(self.group)
             self.subscriptions.setdefault(retry, build(retry, "*"))

@@ -101,6 +101,9 @@ class ClientInstance:
         # changeInstanceNameToPID: two processes on one host must not share a client id
         self.instance_name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         self.client_id = f"{self.client_ip}@{self.instance_name}" + (f"@{unit_name}" if unit_name else "")
+        from rmqtool.client.reply import RequestFutures
+
+        self.request_futures = RequestFutures()  # request(): correlation id -> the reply's future
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._conns: dict[str, Connection] = {}
@@ -253,6 +256,12 @@ class ClientInstance:
 
             await check_transaction_state(self, cmd, conn)
             return None
+        if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:  # the reply to one of our request()s
+            return self.request_futures.receive(cmd)
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:  # mqadmin consumerStatus, via the broker
+            from rmqtool.client.running_info import answer_running_info
+
+            return answer_running_info(self, cmd)
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             remark=f" request type {cmd.code} not supported")
 

@@ -25,12 +25,15 @@ class ProcessQueue:
         self.caught_up = False  # the last pull reached the queue's max offset
         self.consuming: dict[int, MessageExt] = {}  # orderly: taken but not committed
         self.consumed_count = 0
+        self.last_pull_ms = 0  # ProcessQueueInfo's lastPullTimestamp / lastConsumeTimestamp
+        self.last_consume_ms = int(time.time() * 1000)
 
     @property
     def msg_count(self) -> int:
         return len(self.msgs) + len(self.consuming)
 
     def put(self, msgs: list[MessageExt]) -> None:
+        self.last_pull_ms = int(time.time() * 1000)
         for m in msgs:
             if m.queue_offset not in self.msgs:
                 self.msgs[m.queue_offset] = m
@@ -49,6 +52,7 @@ class ProcessQueue:
 
     def remove(self, msgs: list[MessageExt]) -> int:
         """Drop consumed messages; the offset to commit, -1 if nothing was cached."""
+        self.last_consume_ms = int(time.time() * 1000)
         if not self.msgs:
             return -1
         for m in msgs:
@@ -59,6 +63,7 @@ class ProcessQueue:
 
     # ---- orderly ---------------------------------------------------------------------------------
     def take(self, n: int) -> list[MessageExt]:
+        self.last_consume_ms = int(time.time() * 1000)
         out = []
         while len(out) < n:
             first = self._first()

@@ -21,6 +21,7 @@ from rmqtool.client.exceptions import BrokerError, ClientError, response_header
 from rmqtool.client.fault import MQFaultStrategy, TopicPublishInfo
 from rmqtool.client.instance import ClientConfig, ClientInstance, resolve_instance
 from rmqtool.client.message import LocalTransactionState, Message, MessageQueue, SendResult, SendStatus
+from rmqtool.client.reply import RequestTimeoutError, is_reply
 from rmqtool.client.route import (
     TopicRouteData,
     broker_addr_table,
@@ -39,7 +40,7 @@ from rmqtool.layouts.constants import (
     TRANSACTION_ROLLBACK_TYPE,
 )
 from rmqtool.layouts.javahash import hashmap_order, java_string_hash
-from rmqtool.layouts.message import compress_body, decode_record
+from rmqtool.layouts.message import MessageExt, compress_body, decode_record
 from rmqtool.layouts.msgid import UniqKeyFactory, decode_offset_msg_id
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
@@ -188,6 +189,8 @@ class ProducerImpl:
         if msg.properties.get(P.TRAN_MSG) == "true":
             sys_flag |= TRANSACTION_PREPARED_TYPE
         header = self.request_header(msg, mq, sys_flag, msg.properties)
+        if is_reply(msg.properties):  # MQClientAPIImpl.sendMessage: a reply goes as SEND_REPLY_MESSAGE_V2
+            return RemotingCommand.request(RequestCode.SEND_REPLY_MESSAGE_V2, header, body)
         return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, body)
 
     # ---- one try ---------------------------------------------------------------------------------
@@ -458,7 +461,33 @@ class Producer:
         assert r is not None
         return r
 
+    async def arequest(self, msg: Message, *, timeout: float = 3.0, queue: MessageQueue | None = None) -> MessageExt:
+        """`request(msg, timeout)`: send `msg` and wait for the reply a consumer sends with
+        `create_reply_message`; RequestTimeoutError when none comes within `timeout` seconds."""
+        self.impl.prepare(msg)
+        futures = self.instance.request_futures
+        correlation, fut = futures.prepare(msg, self.instance.client_id, timeout)
+        begin = time.monotonic()
+        try:
+            if queue is not None:
+                await self.impl.send_to_queue(msg, queue, timeout=timeout)
+            else:
+                await self.impl.send(msg, mode="sync", timeout=timeout)
+            left = timeout - (time.monotonic() - begin)
+            try:
+                return await asyncio.wait_for(fut, max(0.001, left))
+            except asyncio.TimeoutError:
+                raise RequestTimeoutError(f"send request message to <{msg.topic}> OK, but wait reply message "
+                                          f"timeout, {int(timeout * 1000)} ms.") from None
+        finally:
+            futures.forget(correlation)
+
     # ---- blocking API ----------------------------------------------------------------------------
+    def request(self, msg: Message, *, timeout: float = 3.0, queue: MessageQueue | None = None) -> MessageExt:
+        """Request-reply (blocking): the reply message, or RequestTimeoutError."""
+        self._check()
+        return self.instance.run(self.arequest(msg, timeout=timeout, queue=queue), timeout=timeout + 5)
+
     def send(self, msg: Message, *, queue: MessageQueue | None = None,
              selector: MessageQueueSelector | None = None, arg: Any = None,
              sharding_key: str | None = None, timeout: float | None = None) -> SendResult:

@@ -125,7 +125,9 @@ def test_stats_topic_status_consumer_progress_runtime(serve, broker):
     assert (w.brokerOffset, w.consumerOffset) == (3, 2)
     rt = json.loads(broker.request(28).body)["table"]
     assert int(rt["msgPutTotalTodayNow"]) >= 3 and rt["brokerVersionDesc"].startswith("V5")
-    assert len(rt["putTps"].split()) == 3
+    # 10 / 60 / 600 s windows, each empty until that many one-second samples exist (StoreStatsService)
+    assert len(rt["putTps"].split(" ")) == 3
+    assert int(rt["earliestMessageTimeStamp"]) > 0 and not rt["commitLogDirCapacity"].startswith("Total : 0 B")
 
 
 def test_topic_config_and_topic_consume_by_who(serve, broker):

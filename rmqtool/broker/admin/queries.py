@@ -2,24 +2,23 @@
 GET_EARLIEST_MSG_STORETIME 32, VIEW_MESSAGE_BY_ID 33, QUERY_MESSAGE 12, UPDATE_AND_CREATE_TOPIC 17,
 GET_ALL_TOPIC_CONFIG 21, and what `mqadmin topicStatus / consumerProgress / consumerConnection /
 brokerStatus / topicList -c / queryMsgById` ask: GET_TOPIC_STATS_INFO 202, GET_CONSUME_STATS 208,
-GET_TOPIC_CONFIG 351, QUERY_TOPIC_CONSUME_BY_WHO 300, GET_CONSUMER_CONNECTION_LIST 203,
-GET_BROKER_RUNTIME_INFO 28 (protocol.md §4.7, §4.8, §4.13).
+GET_TOPIC_CONFIG 351, QUERY_TOPIC_CONSUME_BY_WHO 300, GET_CONSUMER_CONNECTION_LIST 203
+(protocol.md §4.7, §4.8, §4.13).
 
 `AdminBrokerProcessor` + `QueryMessageProcessor` of the Java broker.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from rmqtool.broker.wire import to_wire_topic_config
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import Connection as ConnectionBody
 from rmqtool.remoting.bodies import (
     ConsumerConnection,
     ConsumeStats,
     GroupList,
-    KVTable,
     MessageQueue,
     OffsetWrapper,
     TopicOffset,
@@ -44,9 +43,6 @@ from rmqtool.remoting.headers import (
 )
 from rmqtool.remoting.transport import Connection
 
-BROKER_VERSION_DESC = "V5_3_0"
-BROKER_VERSION = 473
-
 
 def _record_bytes(store: Any, offset: int) -> bytes | None:
     msg = store.look_message_by_offset(offset)
@@ -55,7 +51,7 @@ def _record_bytes(store: Any, offset: int) -> bytes | None:
     return store.read_record_bytes(offset, msg.total_size)
 
 
-class AdminProcessor:
+class QueryProcessor:
     async def process_get_max_offset(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = TopicQueueRequestHeader.from_ext(cmd.ext_fields)
         off = await self.run(self.store.get_max_offset_in_queue, h.topic, h.queueId)
@@ -141,8 +137,6 @@ class AdminProcessor:
         The 5.x admin asks it after GET_TOPIC_STATS_INFO / GET_CONSUME_STATS (`MQAdminUtils
         .examineTopicConfigFromRoute`), so `mqadmin topicStatus` and `consumerProgress` fail without it.
         """
-        from rmqtool.broker.controller import to_wire_topic_config
-
         h = GetTopicConfigRequestHeader.from_ext(cmd.ext_fields)
         tc = self.local.topics.select(h.topic)
         if tc is None:
@@ -208,49 +202,6 @@ class AdminProcessor:
             [ConnectionBody(i.client_id, str(i.conn.peer), i.language, i.version) for i in g.channels.values()],
             dict(g.subscriptions), g.consume_type, g.message_model, g.consume_from_where)
         return cmd.response(body=fastjson.dumpb(body))
-
-    async def process_broker_runtime_info(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """The keys `mqadmin brokerStatus` prints and `clusterList` parses."""
-        now = self.clock()
-        uptime_s = max(0, (now - self.boot_ms) // 1000)
-        table = {
-            "brokerVersionDesc": BROKER_VERSION_DESC,
-            # isSpecialServiceRunning: the master runs them, a slave does not; clusterList's #ACTIVATED
-            "brokerActive": "false" if self.cluster.is_slave else "true",
-            "brokerVersion": str(BROKER_VERSION),
-            "bootTimestamp": str(self.boot_ms),
-            "runtime": f"[ {uptime_s // 86400} days, {uptime_s // 3600 % 24} hours, {uptime_s // 60 % 60} minutes, "
-                       f"{uptime_s % 60} seconds ]",
-            "msgPutTotalTodayNow": str(self.stats["put"]),
-            "msgGetTotalTodayNow": str(self.stats["get"]),
-            "msgPutTotalTodayMorning": "0",
-            "msgPutTotalYesterdayMorning": "0",
-            "msgGetTotalTodayMorning": "0",
-            "msgGetTotalYesterdayMorning": "0",
-            "putTps": "0.0 0.0 0.0",
-            "getTransferedTps": "0.0 0.0 0.0",
-            "getTransferredTps": "0.0 0.0 0.0",
-            "commitLogMinOffset": str(int(self.store.min_phy_offset)),
-            "commitLogMaxOffset": str(int(self.store.max_phy_offset)),
-            "commitLogDiskRatio": "0.0",
-            "commitLogDirCapacity": "Total : 0 B, Free : 0 B.",
-            "dispatchBehindBytes": "0",
-            "remainHowManyDataToFlush": "0 B",
-            "pageCacheLockTimeMills": "0",
-            "earliestMessageTimeStamp": "0",
-            "startAcceptSendRequestTimeStamp": "0",
-            "sendThreadPoolQueueSize": "0",
-            "pullThreadPoolQueueSize": "0",
-            "sendThreadPoolQueueCapacity": "10000",
-            "pullThreadPoolQueueCapacity": "100000",
-            "timerReadBehind": "0",
-            "timerOffsetBehind": "0",
-            "timerCongestNum": "0",
-            "timerEnqueueTps": "0.0",
-            "timerDequeueTps": "0.0",
-            "now": str(int(time.time() * 1000)),
-        }
-        return cmd.response(body=fastjson.dumpb(KVTable(table)))
 
 
 def alter_attributes(current: dict[str, str], modification: str | None) -> dict[str, str]:
