@@ -8,7 +8,6 @@ SYNC_MASTER acknowledgements and timeouts, a diverged slave, and bad peers on th
 from __future__ import annotations
 
 import dataclasses
-import os
 import socket
 import struct
 import time
