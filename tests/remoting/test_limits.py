@@ -230,3 +230,10 @@ def test_bodies_nested_past_the_recursion_limit_are_value_errors(body):
 
     with pytest.raises(ValueError, match="nested too deep"):
         fastjson.loads(body)
+
+
+def test_a_language_java_does_not_know_reads_as_other():
+    cmd = decode_frame(_json_frame(b'{"code":10,"language":"JAVA\\n2026-12-01 ERROR forged line"}'))
+    assert cmd.language == "OTHER"
+    assert decode_frame(_json_frame(b'{"code":10,"language":"NODE_JS"}')).language == "NODE_JS"
+    assert decode_frame(_json_frame(b'{"code":10,"language":3}')).language == "PYTHON"
