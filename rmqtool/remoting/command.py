@@ -246,7 +246,8 @@ def _plain(obj: object) -> bool:
         if type(v) is not int or not -0x80000000 <= v <= 0x7FFFFFFF:
             return False
     remark = get("remark")
-    if type(get("language", "")) is not str or (remark is not None and type(remark) is not str):
+    lang = get("language", "JAVA")
+    if type(lang) is not str or lang not in LANGUAGE_CODES or (remark is not None and type(remark) is not str):
         return False
     ext = get("extFields")
     for v in obj.values():  # another nested value takes the checked path (nesting depth)
@@ -284,6 +285,8 @@ def _decode_json_header(header: bytes) -> RemotingCommand:
         lang = LANGUAGES[lang] if 0 <= lang < len(LANGUAGES) else "OTHER"
     elif not isinstance(lang, str):
         raise FrameError(f"header field language is not a name: {_short(lang)}")
+    elif lang not in LANGUAGE_CODES:
+        lang = "OTHER"  # Java's LanguageCode has no other names (nor may a log line get one)
     remark = obj.get("remark")
     if remark is not None and not isinstance(remark, str):
         remark = _ext_str(remark)

@@ -164,15 +164,20 @@ class _Parser:
 def loads(data: bytes | str) -> Any:
     """Parse fastjson output: standard JSON, bare integer map keys, object map keys.
 
-    Raises ValueError on malformed input. Bare integer keys come back as ints.
+    Raises ValueError on malformed input, and on nesting past the interpreter's recursion limit
+    (a hostile body must be a decoding error like any other, not a RecursionError). Bare integer
+    keys come back as ints.
     """
     text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        p = _Parser(text)
-        v = p.value()
-        p.ws()
-        if p.i != len(text):
-            raise ValueError(f"trailing data at {p.i}") from None
-        return v
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            p = _Parser(text)
+            v = p.value()
+            p.ws()
+            if p.i != len(text):
+                raise ValueError(f"trailing data at {p.i}") from None
+            return v
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None

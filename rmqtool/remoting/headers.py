@@ -35,7 +35,7 @@ LONG_FIELDS = frozenset({
     "heartbeatTimeoutMillis", "bornTimestamp", "storeTimestamp", "queueOffset", "commitOffset",
     "suspendTimeoutMillis", "subVersion", "nextBeginOffset", "offset", "timestamp", "beginTimestamp",
     "endTimestamp", "indexLastUpdateTimestamp", "indexLastUpdatePhyoffset", "tranStateTableOffset",
-    "commitLogOffset",
+    "commitLogOffset", "suggestWhichBrokerId",
 })
 INT32_RANGE = (-(2**31), 2**31 - 1)
 INT64_RANGE = (-(2**63), 2**63 - 1)

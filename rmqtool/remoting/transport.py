@@ -116,7 +116,7 @@ class Connection(asyncio.Protocol):
         try:
             cmds = self._frames.feed(data)
         except Exception as e:  # FrameError; anything else is a decoder bug, closed the same way
-            what = e if isinstance(e, FrameError) else f"{e.__class__.__name__}: {str(e)[:200]}"
+            what = e if isinstance(e, FrameError) else f"{e.__class__.__name__}: {str(e)[:200]!r}"
             log.warning("closing %s: malformed frame: %s", self.peer, what)
             self._broken = True
             self._frames.clear()
@@ -255,7 +255,7 @@ class Connection(asyncio.Protocol):
         while tb is not None and tb.tb_next is not None:
             tb = tb.tb_next
         where = f"{tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb is not None else "?"
-        desc = str(e)
+        desc = str(e).replace("\n", "\\n")  # one log line, whatever the exception carries
         if len(desc) > 200:
             desc = desc[:197] + "..."
         log.warning("request code %s from %s failed: %s: %s (at %s)", cmd.code, self.peer, e.__class__.__name__,

@@ -54,7 +54,9 @@ def _bodies() -> list[bytes]:
     check = {"clientId": "fz", "group": "fz_cg", "subscriptionData": {"topic": "FZ_T", "subString": "a = 'x'",
                                                                       "expressionType": "SQL92"}}
     return [json.dumps(hb).encode(), json.dumps(lock).encode(), json.dumps(check).encode(), b"{", b"[]", b"null",
-            b"\x00" * 40, b'{"mqSet":[1,2,{}],"consumerDataSet":{"a":1}}']
+            b"\x00" * 40, b'{"mqSet":[1,2,{}],"consumerDataSet":{"a":1}}', b"[" * 50_000 + b"]" * 50_000,
+            b'{"clientID":"x","consumerDataSet":[' + b'{"a":' * 5_000 + b"1" + b"}" * 5_000 + b"]}",
+            b'{"clientID":1' + b"0" * 5_000 + b"}", b"{" + b"1:" * 1_000 + b"}"]
 
 
 def _mutate_value(rng: random.Random, v: object) -> object:
@@ -273,6 +275,8 @@ def _check_log(serve: ServeProcess) -> None:
     assert "Traceback" not in err, err[-3000:]
     odd = [line for line in err.splitlines() if not LOG_LINE.match(line)]
     assert not odd, odd[:5]  # every bad request is one log line, never a multi-line dump
+    bugs = [line for line in err.splitlines() if " failed: " in line]
+    assert not bugs, bugs[:5]  # a handler that raised: bad input must be answered, not crash into it
 
 
 @pytest.fixture(scope="module")

@@ -221,3 +221,19 @@ def test_a_partial_frame_that_stalls_is_closed_and_its_budget_given_back(caplog)
     with caplog.at_level("WARNING", logger="rmqtool.remoting"):
         asyncio.run(main())
     assert any("got no data for 0.3 s" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("body", [b"[" * 50_000 + b"]" * 50_000, b'{"a":' * 50_000 + b"1" + b"}" * 50_000,
+                                  b"{" + b"1:{" * 5_000 + b"}" * 5_001])
+def test_bodies_nested_past_the_recursion_limit_are_value_errors(body):
+    from rmqtool.remoting import fastjson
+
+    with pytest.raises(ValueError, match="nested too deep"):
+        fastjson.loads(body)
+
+
+def test_a_language_java_does_not_know_reads_as_other():
+    cmd = decode_frame(_json_frame(b'{"code":10,"language":"JAVA\\n2026-12-01 ERROR forged line"}'))
+    assert cmd.language == "OTHER"
+    assert decode_frame(_json_frame(b'{"code":10,"language":"NODE_JS"}')).language == "NODE_JS"
+    assert decode_frame(_json_frame(b'{"code":10,"language":3}')).language == "PYTHON"
