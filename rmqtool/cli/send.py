@@ -43,6 +43,7 @@ RESERVED_PROPERTIES = frozenset({
 })
 STORE_CHUNK = 256  # messages per store call when sending stdin lines one by one
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize
+ASYNC_FLUSH_INTERVAL_S = 0.5  # MessageStoreConfig.flushIntervalCommitLog
 RESULT_COLUMNS = ["status", "msgId", "offsetMsgId", "topic", "queueId", "queueOffset"]
 
 
@@ -229,6 +230,7 @@ class EmbeddedSender:
         self.broker: Any = None
         self.next_queue = 0
         self.queue_nums = 0
+        self.flushed_at = time.monotonic()
 
     def _check_queue(self, topic: str) -> None:
         """Refuse an out-of-range --queue before the store is opened (or created)."""
@@ -283,6 +285,11 @@ class EmbeddedSender:
                 results += [_result(r, topic, qids[0]) for r in puts]
             else:
                 results += [_result(r, topic, q) for r, q in zip(puts, qids, strict=True)]
+        if time.monotonic() - self.flushed_at >= ASYNC_FLUSH_INTERVAL_S:
+            # what a broker's FlushRealTimeService does with ASYNC_FLUSH; it also lets the store
+            # drop written pages from this process's memory, which a long stream would grow
+            self.broker.store.flush()
+            self.flushed_at = time.monotonic()
         return results
 
     def needs_checks(self) -> bool:
