@@ -119,7 +119,9 @@ def send(
     """Send one message, or one per stdin line.
 
     Prints one result per message: status, msgId, offsetMsgId, topic, queueId, queueOffset.
-    Exit status 1 when a message was not SEND_OK.
+    Lines from stdin are sent as they come (a batch goes when full or 0.2 s after its first
+    line) and each result is printed once its batch is stored. Exit status 1 when a message
+    was not SEND_OK.
     """
     check_send_topic(topic)
     check_group(group)
