@@ -90,3 +90,14 @@ def test_man_command_writes_the_page_s_roff():
     assert "\\-\\-deadline" in r.stdout
     r = run_rmqtool("man", "nope", input="")
     assert r.returncode == 2 and "consume" in r.stderr
+
+
+def test_man_page_summaries_are_not_cut():
+    from rmqtool.cli.manpage import pages
+
+    for text in pages().values():
+        name_line = text.split(".SH NAME\n", 1)[1].split("\n", 1)[0]
+        last = name_line.split()[-1]
+        assert "..." not in name_line and last[-1] not in ",:;" and last not in ("and", "or", "the", "of"), name_line
+    main = pages()["rmqtool.1"].split(".SH COMMANDS\n", 1)[1].split(".SH ", 1)[0]
+    assert "..." not in main and "Repair a store: cut torn tails, rebuild what is derived." in main
