@@ -8,6 +8,7 @@ stderr says so: a user can tell a clean stop from a crash.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from typing import Annotated, Any
@@ -44,8 +45,6 @@ def serve(
     Prints one ready line on stderr; real RocketMQ clients connect with NAMESRV_ADDR=HOST:PORT.
     On SIGINT/SIGTERM it stops, closes the store cleanly and says so on stderr.
     """
-    import asyncio
-
     from rmqtool.broker.server import ServeOptions, ready_line, serve_forever
 
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, log_level.upper(), logging.WARNING),
