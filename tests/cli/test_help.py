@@ -45,11 +45,39 @@ def test_defaults_are_shown_one_way():
 
 
 def test_command_summaries_are_whole_sentences():
-    text = _help()
-    listing = text.split("Commands:", 1)[1]
+    listing = _help().split("Commands:", 1)[1]
     assert "..." not in listing, listing
-    for line in listing.strip().splitlines():
-        assert line.rstrip().endswith("."), line
+    summaries: dict[str, str] = {}
+    for line in listing.strip("\n").splitlines():
+        m = re.match(r"  (\S+)\s+(.*)", line)
+        if m and m.group(1) in COMMANDS:
+            name = m.group(1)
+            summaries[name] = m.group(2)
+        else:  # a wrapped summary goes on
+            summaries[name] += " " + line.strip()
+    assert sorted(summaries) == sorted(n for n in COMMANDS if not get_command(app).commands[n].hidden)
+    for name, text in summaries.items():
+        assert text.endswith("."), (name, text)
+
+
+def test_a_long_summary_is_wrapped_not_cut():
+    from rmqtool.cli.helpfmt import RmqGroup
+
+    group = get_command(app)
+    assert isinstance(group, RmqGroup)
+    cmd = group.commands["verify"]
+    saved = cmd.help
+    cmd.help = "Check a store as a broker's recovery would, and a good deal more than that, at great length."
+    try:
+        import typer._click as click
+
+        ctx = click.Context(group, info_name="rmqtool")
+        fmt = ctx.make_formatter()
+        group.format_commands(ctx, fmt)
+        text = " ".join(fmt.getvalue().split())
+    finally:
+        cmd.help = saved
+    assert "a good deal more than that, at great length." in text and "..." not in text
 
 
 def test_consume_help_says_no_commit_writes_nothing():
