@@ -102,6 +102,13 @@ def apply(cmd: Any) -> None:
             p.get_help_record = types.MethodType(argument_help_record, p)
             p.get_usage_pieces = types.MethodType(lambda self, ctx: [argument_usage(self)], p)
             p.metavar = argument_name(p)
+    complete = cmd.shell_complete
+
+    def shell_complete(ctx: Any, incomplete: str) -> list[Any]:
+        """Shell completion offers the spellings help shows, not the old ones."""
+        return [item for item in complete(ctx, incomplete) if getattr(item, "value", None) not in HIDDEN_ALIASES]
+
+    cmd.shell_complete = shell_complete
     for sub in getattr(cmd, "commands", {}).values():
         apply(sub)
 

@@ -110,6 +110,12 @@ def test_completion_completes_commands_and_options():
     r = run_rmqtool(input="", env={"_RMQTOOL_COMPLETE": "complete_bash", "COMP_WORDS": "rmqtool consume --dead",
                                    "COMP_CWORD": "2"})
     assert r.stdout.split() == ["--deadline"], r.stdout
+    r = run_rmqtool(input="", env={"_RMQTOOL_COMPLETE": "complete_bash", "COMP_WORDS": "rmqtool inspect --li",
+                                   "COMP_CWORD": "2"})
+    assert r.returncode == 0 and r.stdout.split() == [], r.stdout  # --limit is an old spelling: not offered
+    r = run_rmqtool(input="", env={"_RMQTOOL_COMPLETE": "complete_bash", "COMP_WORDS": "rmqtool inspect --cou",
+                                   "COMP_CWORD": "2"})
+    assert r.stdout.split() == ["--count"], r.stdout
 
 
 def test_man_command_writes_the_page_s_roff():
