@@ -325,7 +325,8 @@ def _consume_embedded(root: Path, topic: str, group: str, sub: Any, from_: str, 
     from rmqtool.store.local import LocalBroker, SubscriptionData
 
     if not root.is_dir():
-        raise StoreError(f"no store at {root}" if not root.exists() else f"store path {root} is not a directory")
+        raise StoreError(f"no store at {root}: give --store DIR (env RMQ_STORE), or --namesrv HOST:PORT to read "
+                         f"through a broker" if not root.exists() else f"store path {root} is not a directory")
     limits.start()
     with LocalBroker.open(root, common.store_config(root), read_only=read_only) as broker:
         retry_topic = RETRY_GROUP_TOPIC_PREFIX + group

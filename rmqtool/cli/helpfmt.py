@@ -102,12 +102,28 @@ def apply(cmd: Any) -> None:
             p.get_help_record = types.MethodType(argument_help_record, p)
             p.get_usage_pieces = types.MethodType(lambda self, ctx: [argument_usage(self)], p)
             p.metavar = argument_name(p)
+    complete = cmd.shell_complete
+
+    def shell_complete(ctx: Any, incomplete: str) -> list[Any]:
+        """Shell completion offers the spellings help shows, not the old ones."""
+        return [item for item in complete(ctx, incomplete) if getattr(item, "value", None) not in HIDDEN_ALIASES]
+
+    cmd.shell_complete = shell_complete
     for sub in getattr(cmd, "commands", {}).values():
         apply(sub)
 
 
+def summary_of(cmd: Any) -> str:
+    """The first paragraph of a command's help, whole (click's short help cuts it at 45 characters)."""
+    if cmd.short_help:
+        return str(cmd.short_help)
+    first = (cmd.help or "").strip().split("\n\n")[0]
+    return " ".join(first.split())
+
+
 class RmqGroup(TyperGroup):
-    """The `rmqtool` group: commands in the order they were registered, help as above."""
+    """The `rmqtool` group: commands in the order they were registered, help as above, and each
+    command's summary whole in the list (wrapped, never cut with "...")."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -115,3 +131,9 @@ class RmqGroup(TyperGroup):
 
     def list_commands(self, ctx: Any) -> list[str]:
         return list(self.commands)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = [(name, summary_of(cmd)) for name, cmd in self.commands.items() if not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)

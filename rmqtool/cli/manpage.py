@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     import click  # type: ignore[no-redef]
 
 from rmqtool import __version__
-from rmqtool.cli.helpfmt import argument_name, default_text, option_names
+from rmqtool.cli.helpfmt import argument_name, default_text, option_names, summary_of
 
 EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "serve": [("Run a name server and a broker on the default ports over ~/store:", "rmqtool serve"),
@@ -189,14 +189,6 @@ def main_page(group: click.Command, ctx: click.Context, names: list[str]) -> str
             + f".SH EXIT STATUS\n{exit_status('')}\n"
             + f".SH ENVIRONMENT\n{ENVIRONMENT}\n"
             + ".SH SEE ALSO\n" + ", ".join(f"\\fBrmqtool\\-{n}\\fR(1)" for n in names) + "\n")
-
-
-def summary_of(cmd: Any) -> str:
-    """The first paragraph of a command's help, whole (click's short help cuts it at 45 characters)."""
-    if cmd.short_help:
-        return str(cmd.short_help)
-    first = (cmd.help or "").strip().split("\n\n")[0]
-    return " ".join(first.split())
 
 
 def _group() -> Any:

@@ -10,8 +10,6 @@ import typer
 
 from rmqtool.cli import common
 from rmqtool.cli.inspect import default_store
-from rmqtool.inspect.render import dumps
-from rmqtool.inspect.repair import repair as do_repair
 
 
 def repair(
@@ -35,6 +33,9 @@ def repair(
     (with plan.json). Refuses a store whose lock is held (a running broker). Prints one JSON
     line per action (--json is the default and only format).
     """
+    from rmqtool.inspect.render import dumps  # here: every other command starts without them
+    from rmqtool.inspect.repair import repair as do_repair
+
     root = store or store_opt or default_store()
     plan = do_repair(root, dry_run=dry_run)
     for a in plan.actions:

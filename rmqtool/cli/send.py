@@ -43,6 +43,7 @@ RESERVED_PROPERTIES = frozenset({
 })
 STORE_CHUNK = 256  # messages per store call when sending stdin lines one by one
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize
+ASYNC_FLUSH_INTERVAL_S = 0.5  # MessageStoreConfig.flushIntervalCommitLog
 RESULT_COLUMNS = ["status", "msgId", "offsetMsgId", "topic", "queueId", "queueOffset"]
 
 
@@ -110,6 +111,7 @@ def send(
                                        help="Send stdin lines N at a time as one batch.")] = 1,
     group: common.group_opt("rmqtool_producer", "Producer group.") = "rmqtool_producer",
     flush: common.FLUSH_OPT = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="Print no result per message; a summary on stderr.")] = False,
     json_out: common.JSON_OPT = False,
     store: common.STORE_OPT = None,
     namesrv: common.NAMESRV_OPT = None,
@@ -117,7 +119,9 @@ def send(
     """Send one message, or one per stdin line.
 
     Prints one result per message: status, msgId, offsetMsgId, topic, queueId, queueOffset.
-    Exit status 1 when a message was not SEND_OK.
+    Lines from stdin are sent as they come (a batch goes when full or 0.2 s after its first
+    line) and each result is printed once its batch is stored. Exit status 1 when a message
+    was not SEND_OK.
     """
     check_send_topic(topic)
     check_group(group)
@@ -148,19 +152,20 @@ def send(
     else:
         sender = EmbeddedSender(common.store_dir(store), batch=batch, queue=queue, sharding_key=sharding_key,
                                 flush=flush)
-    printer = ResultPrinter(json_out)
+    printer = ResultPrinter(json_out, quiet)
     sent = 0
     failed = False
     try:
         for bodies in source:
             msgs = build.messages(bodies)
-            check_messages(msgs, batch)
+            check_messages(msgs, batch, each=sender.needs_checks())
             results = sender.send(msgs)
             printer.write(results)  # as they come: a `tail -f` pipe sees each line's result
             sent += len(results)
             failed = failed or any(r.get("status") != "SEND_OK" for r in results)
     finally:
         sender.close()
+    printer.summary()
     if not sent:
         raise InvalidMessage("stdin held no message (empty lines are skipped)")
     if failed:
@@ -183,24 +188,30 @@ class MessageBuilder:
         fixed.update(extra)
         if sharding_key:
             fixed[P.SHARDING_KEY] = sharding_key
-        self.fixed = fixed
         self.uniq = UniqKeyFactory("127.0.0.1")
+        # the same keys in every message: the client's HashMap order is worked out once
+        self.order = list(client_order({**fixed, P.UNIQ_KEY: ""}))
+        self.values = [fixed.get(k, "") for k in self.order]
+        self.uniq_at = self.order.index(P.UNIQ_KEY)
 
     def messages(self, bodies: list[bytes]) -> list[MessageExt]:
         now = int(time.time() * 1000)
+        topic, order, values, at, create = self.topic, self.order, list(self.values), self.uniq_at, self.uniq.create
         out = []
         for b in bodies:
-            props = dict(self.fixed)
-            props[P.UNIQ_KEY] = self.uniq.create(now)
-            out.append(MessageExt(topic=self.topic, body=b, properties=client_order(props), born_timestamp=now))
+            values[at] = create(now)
+            out.append(MessageExt(topic=topic, body=b, properties=dict(zip(order, values, strict=True)),
+                                  born_timestamp=now))
         return out
 
 
-def check_messages(msgs: list[MessageExt], batch: int) -> None:
-    """The client's checks (Validators.checkMessage, the batch's size) before anything is sent."""
-    for m in msgs:
-        check_body(m.body, MAX_MESSAGE_SIZE)
-        check_properties(m.properties)
+def check_messages(msgs: list[MessageExt], batch: int, *, each: bool = True) -> None:
+    """The client's checks (Validators.checkMessage, the batch's size) before anything is sent;
+    `each=False` leaves the per-message part to the store's own check of each batch."""
+    if each:
+        for m in msgs:
+            check_body(m.body, MAX_MESSAGE_SIZE)
+            check_properties(m.properties)
     if batch > 1:
         for i in range(0, len(msgs), batch):
             size = sum(len(m.body) for m in msgs[i:i + batch])
@@ -221,6 +232,7 @@ class EmbeddedSender:
         self.broker: Any = None
         self.next_queue = 0
         self.queue_nums = 0
+        self.flushed_at = time.monotonic()
 
     def _check_queue(self, topic: str) -> None:
         """Refuse an out-of-range --queue before the store is opened (or created)."""
@@ -265,17 +277,27 @@ class EmbeddedSender:
             qid = self._queue_id()
             for m in chunk:
                 m.queue_id = qid
-        for m in msgs:  # everything of this round is checked before its first write
-            self.broker.check(m)
         results: list[dict[str, Any]] = []
+        # a round is one batch (or one store call of single messages), which send_batch checks
+        # as a whole before it writes any of it
         for chunk in groups if self.batch > 1 else [msgs]:
             qids = [m.queue_id for m in chunk]
-            puts = self.broker.send_batch(chunk, checked=True)
+            puts = self.broker.send_batch(chunk)
             if self.batch > 1:
                 results += [_result(r, topic, qids[0]) for r in puts]
             else:
                 results += [_result(r, topic, q) for r, q in zip(puts, qids, strict=True)]
+        if time.monotonic() - self.flushed_at >= ASYNC_FLUSH_INTERVAL_S:
+            # what a broker's FlushRealTimeService does with ASYNC_FLUSH; it also lets the store
+            # drop written pages from this process's memory, which a long stream would grow
+            self.broker.store.flush()
+            self.flushed_at = time.monotonic()
         return results
+
+    def needs_checks(self) -> bool:
+        """Before the store is open, the command checks each message itself (so bad input creates
+        nothing); once it is, the store's check of each batch does it."""
+        return self.broker is None
 
     def close(self) -> None:
         if self.broker is not None:
@@ -291,6 +313,9 @@ class NetworkSender:
         self.namesrv, self.group, self.batch, self.queue, self.sharding_key = namesrv, group, batch, queue, sharding_key
         self.send_fn = common.bridge("send")
         self.producer: Any = None
+
+    def needs_checks(self) -> bool:
+        return True  # what a client checks before it sends (the broker checks again)
 
     def send(self, msgs: list[MessageExt]) -> list[dict[str, Any]]:
         if self.producer is None:
@@ -321,19 +346,44 @@ def _result(put: Any, topic: str, queue_id: int) -> dict[str, Any]:
 
 
 class ResultPrinter:
-    """One result per message on stdout, written (and flushed) once per batch sent."""
+    """One result per message on stdout, written (and flushed) once per batch sent; `quiet`
+    prints none, only a summary on stderr at the end (the fast path of a big pipe)."""
 
-    def __init__(self, json_out: bool) -> None:
+    def __init__(self, json_out: bool, quiet: bool = False) -> None:
         self.json = common.choose_format(None, json_out) == "json"
-        self.writer = common.JsonLinesWriter(buffer_lines=1 << 30)  # flushed per batch below
+        self.quiet = quiet
+        self.out = sys.stdout
+        self.counts: dict[str, int] = {}
+        self.t0 = time.monotonic()
 
     def write(self, results: list[dict[str, Any]]) -> None:
+        if self.quiet:
+            for r in results:
+                self.counts[r["status"]] = self.counts.get(r["status"], 0) + 1
+            return
         if not self.json:
             common.print_table(results, RESULT_COLUMNS)
             return
-        for r in results:
-            self.writer.write_obj(r)
-        self.writer.flush()
+        self.out.write("".join(map(_json_result, results)))
+        self.out.flush()
+
+    def summary(self) -> None:
+        if self.quiet:
+            n = sum(self.counts.values())
+            by = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+            common.warn(f"send: {n} message(s) in {time.monotonic() - self.t0:.2f}s" + (f" ({by})" if by else ""))
+
+
+def _json_result(r: dict[str, Any]) -> str:
+    """A result as a JSON line. Its strings are a validated topic name, hex ids and status names
+    (nothing to escape), so a format string writes the same text as a JSON encoder, faster."""
+    if r.keys() != _RESULT_KEYS or not isinstance(r["queueOffset"], int) or not isinstance(r["queueId"], int):
+        return common.json_line(r) + "\n"
+    return (f'{{"status":"{r["status"]}","msgId":"{r["msgId"]}","offsetMsgId":"{r["offsetMsgId"]}",'
+            f'"topic":"{r["topic"]}","queueId":{r["queueId"]},"queueOffset":{r["queueOffset"]}}}\n')
+
+
+_RESULT_KEYS = {"status": 0, "msgId": 0, "offsetMsgId": 0, "topic": 0, "queueId": 0, "queueOffset": 0}.keys()
 
 
 def register(app: typer.Typer) -> None:

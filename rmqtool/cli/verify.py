@@ -11,9 +11,6 @@ import typer
 
 from rmqtool.cli import common
 from rmqtool.cli.inspect import default_store, progress_bar
-from rmqtool.inspect.layoutconfig import load_layout_config
-from rmqtool.inspect.render import dumps
-from rmqtool.inspect.verify import VerifyState, check_store
 
 
 def verify(
@@ -34,6 +31,11 @@ def verify(
     path, pos, kind, detail) on stdout, also on a terminal (--json is the default and only
     format), a summary on stderr; exit status 1 when anything was found.
     """
+    # imported here: every other command starts without the checkers
+    from rmqtool.inspect.layoutconfig import load_layout_config
+    from rmqtool.inspect.render import dumps
+    from rmqtool.inspect.verify import VerifyState, check_store
+
     root = store or store_opt or default_store()
     st = VerifyState(load_layout_config(root) if root.is_dir() else None)  # type: ignore[arg-type]
     t0 = time.perf_counter()

@@ -28,9 +28,20 @@ def java_string_hash(s: str) -> int:
 
 _MASK32 = 0xFFFFFFFF
 _POW_LIMIT = 512
-# _POWS[n][i] = 31**(n-1-i) mod 2**32: the weight of character i of an n-character string
-_POWS = [tuple(pow(31, n - 1 - i, 1 << 32) for i in range(n)) for n in range(_POW_LIMIT + 1)]
 _P31 = [pow(31, j, 1 << 32) for j in range(_POW_LIMIT + 1)]  # 31**j mod 2**32
+
+
+class _Weights(dict):
+    """`_POWS[n][i]` = 31**(n-1-i) mod 2**32, the weight of character i of an n-character string;
+    made for a length when first needed (all 513 lengths at import took 131,000 pow calls,
+    a tenth of a second of every command's start-up)."""
+
+    def __missing__(self, n: int) -> tuple[int, ...]:
+        w = self[n] = tuple(reversed(_P31[:n]))
+        return w
+
+
+_POWS = _Weights()
 _COLUMNS_FROM = 8  # below this many strings of one length, per-string sums are cheaper
 _unpacks: dict[int, struct.Struct] = {}
 

@@ -45,11 +45,39 @@ def test_defaults_are_shown_one_way():
 
 
 def test_command_summaries_are_whole_sentences():
-    text = _help()
-    listing = text.split("Commands:", 1)[1]
+    listing = _help().split("Commands:", 1)[1]
     assert "..." not in listing, listing
-    for line in listing.strip().splitlines():
-        assert line.rstrip().endswith("."), line
+    summaries: dict[str, str] = {}
+    for line in listing.strip("\n").splitlines():
+        m = re.match(r"  (\S+)\s+(.*)", line)
+        if m and m.group(1) in COMMANDS:
+            name = m.group(1)
+            summaries[name] = m.group(2)
+        else:  # a wrapped summary goes on
+            summaries[name] += " " + line.strip()
+    assert sorted(summaries) == sorted(n for n in COMMANDS if not get_command(app).commands[n].hidden)
+    for name, text in summaries.items():
+        assert text.endswith("."), (name, text)
+
+
+def test_a_long_summary_is_wrapped_not_cut():
+    from rmqtool.cli.helpfmt import RmqGroup
+
+    group = get_command(app)
+    assert isinstance(group, RmqGroup)
+    cmd = group.commands["verify"]
+    saved = cmd.help
+    cmd.help = "Check a store as a broker's recovery would, and a good deal more than that, at great length."
+    try:
+        import typer._click as click
+
+        ctx = click.Context(group, info_name="rmqtool")
+        fmt = ctx.make_formatter()
+        group.format_commands(ctx, fmt)
+        text = " ".join(fmt.getvalue().split())
+    finally:
+        cmd.help = saved
+    assert "a good deal more than that, at great length." in text and "..." not in text
 
 
 def test_consume_help_says_no_commit_writes_nothing():
@@ -82,6 +110,12 @@ def test_completion_completes_commands_and_options():
     r = run_rmqtool(input="", env={"_RMQTOOL_COMPLETE": "complete_bash", "COMP_WORDS": "rmqtool consume --dead",
                                    "COMP_CWORD": "2"})
     assert r.stdout.split() == ["--deadline"], r.stdout
+    r = run_rmqtool(input="", env={"_RMQTOOL_COMPLETE": "complete_bash", "COMP_WORDS": "rmqtool inspect --li",
+                                   "COMP_CWORD": "2"})
+    assert r.returncode == 0 and r.stdout.split() == [], r.stdout  # --limit is an old spelling: not offered
+    r = run_rmqtool(input="", env={"_RMQTOOL_COMPLETE": "complete_bash", "COMP_WORDS": "rmqtool inspect --cou",
+                                   "COMP_CWORD": "2"})
+    assert r.stdout.split() == ["--count"], r.stdout
 
 
 def test_man_command_writes_the_page_s_roff():
@@ -90,3 +124,14 @@ def test_man_command_writes_the_page_s_roff():
     assert "\\-\\-deadline" in r.stdout
     r = run_rmqtool("man", "nope", input="")
     assert r.returncode == 2 and "consume" in r.stderr
+
+
+def test_man_page_summaries_are_not_cut():
+    from rmqtool.cli.manpage import pages
+
+    for text in pages().values():
+        name_line = text.split(".SH NAME\n", 1)[1].split("\n", 1)[0]
+        last = name_line.split()[-1]
+        assert "..." not in name_line and last[-1] not in ",:;" and last not in ("and", "or", "the", "of"), name_line
+    main = pages()["rmqtool.1"].split(".SH COMMANDS\n", 1)[1].split(".SH ", 1)[0]
+    assert "..." not in main and "Repair a store: cut torn tails, rebuild what is derived." in main

@@ -264,7 +264,7 @@ def test_store_path_that_is_a_file(tmp_path):
 
 def test_consume_of_missing_store_creates_nothing(store):
     r = run_rmqtool("consume", "--store", str(store), "T")
-    assert r.returncode == 3 and b"no store" in r.stderr and not store.exists()
+    assert r.returncode == 3 and b"no store" in r.stderr and b"--namesrv HOST:PORT" in r.stderr and not store.exists()
 
 
 def test_locked_store_is_refused_and_untouched(store):

@@ -132,3 +132,22 @@ def test_a_line_without_end_over_the_limit_is_refused_after_what_came_before():
         with pytest.raises(InvalidMessage, match="longer than 1000 bytes"):
             next(got)
         os.close(w)
+
+
+def test_quiet_prints_a_summary_instead_of_each_result(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "rmqtool", "send", "Q", "--store", str(tmp_path / "s"), "--batch", "16",
+                        "--quiet"], input=b"".join(b"%d\n" % i for i in range(1000)), capture_output=True,
+                       env=rmqtool_env(None), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"" and b"send: 1000 message(s)" in r.stderr and b"(SEND_OK 1000)" in r.stderr
+
+
+def test_json_results_are_what_a_json_encoder_writes(tmp_path):
+    from rmqtool.cli.common import json_line
+    from rmqtool.cli.send import _json_result
+
+    r = {"status": "SEND_OK", "msgId": "7F0000010000", "offsetMsgId": "7F00000100002A9F0000000000000000",
+         "topic": "T-1%x|y", "queueId": 2, "queueOffset": 5}
+    assert _json_result(r) == json_line(r) + "\n"
+    odd = dict(r, queueOffset=None)
+    assert json.loads(_json_result(odd)) == odd

@@ -117,3 +117,35 @@ def test_consume_timeout_is_idle_time_not_a_deadline(server, unique, rmq):
             "--deadline", "3", "--format", "%s", timeout=60)
     assert r.returncode == 124 and b"--deadline" in r.stderr, r.stderr
     assert sorted(r.stdout.split()) == sorted(f"m{i}".encode() for i in range(7))
+
+
+def test_send_streams_stdin_through_one_producer(server, unique):
+    """`tail -f | rmqtool send T --namesrv ...`: each line's result comes within a second."""
+    import subprocess
+    import sys
+
+    from tests.cli.test_send_stream import _readline
+    from tests.conftest import rmqtool_env
+
+    topic = unique("Tstream")
+    proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "send", topic, "--namesrv", server.namesrv, "--json"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=rmqtool_env(None))
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(b"first\n")
+        proc.stdin.flush()
+        first = _readline(proc, 60)  # start-up, routes, connections
+        assert first and json.loads(first)["status"] == "SEND_OK", first
+        for i in range(3):
+            t0 = time.monotonic()
+            proc.stdin.write(f"s{i}\n".encode())
+            proc.stdin.flush()
+            got = _readline(proc, 10)
+            assert got and json.loads(got)["status"] == "SEND_OK" and time.monotonic() - t0 < 1.0
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,110 @@
+"""The shell path against the store API, in one run: `seq`-style 1 KiB lines piped into
+`rmqtool send T --batch 256` (embedded, ASYNC_FLUSH) next to `MessageStore.put_messages` of
+the same messages in batches of 256, and their ratio (the goal is 0.9 or more).
+
+    python benchmarks/send_pipe.py [--messages 100000] [--dir DIR]
+
+The store API side builds each message as `send` does (TAGS-free, WAIT, UNIQ_KEY in the
+client's property order) and puts them through `LocalBroker.send_batch`, which is what `send`
+calls per batch; the pipe side pays for everything else: reading and splitting stdin, building
+messages, printing one JSON result per message (to /dev/null), start-up and close. Start-up
+(one message through the same command) is timed separately and shown; the ratio is given with
+and without it, in wall-clock and in CPU seconds (the child's rusage), which a loaded machine
+disturbs less.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from rmqtool.cli.send import MessageBuilder  # noqa: E402
+from rmqtool.store.config import StoreConfig  # noqa: E402
+from rmqtool.store.local import LocalBroker  # noqa: E402
+
+BATCH = 256
+
+
+def line(i: int) -> bytes:
+    """A 1 KiB line (1023 bytes + newline) that starts like `seq`'s."""
+    head = str(i + 1).encode()
+    return head + b" " + b"x" * (1022 - len(head)) + b"\n"
+
+
+def store_api(root: Path, n: int) -> tuple[float, float]:
+    """(wall, CPU) seconds for `send_batch` of n messages, BATCH at a time, on a fresh store."""
+    build = MessageBuilder("PipeBench", None, None, {}, {}, None)
+    bodies = [line(i)[:-1] for i in range(n)]
+    broker = LocalBroker.open(root, StoreConfig(store_path_root_dir=root, flush_disk_type="ASYNC_FLUSH"))
+    try:
+        t, c = time.perf_counter(), time.process_time()
+        q = 0
+        for i in range(0, n, BATCH):
+            msgs = build.messages(bodies[i:i + BATCH])
+            for m in msgs:
+                m.queue_id = q & 3
+            q += 1
+            broker.send_batch(msgs)
+        dt, dc = time.perf_counter() - t, time.process_time() - c
+    finally:
+        broker.close()
+    return dt, dc
+
+
+def pipe(root: Path, data: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of `rmqtool send --batch BATCH` reading `data` on stdin."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    with open(data, "rb") as src, open(os.devnull, "wb") as out:
+        t = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "send", "PipeBench", "--batch", str(BATCH),
+                                 "--store", str(root), "--flush", "async", "--json"], stdin=src, stdout=out,
+                                env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        dt = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"rmqtool send failed ({proc.returncode})")
+    return dt, usage.ru_utime + usage.ru_stime
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--dir", type=Path, default=None, help="scratch directory (default: a temporary one)")
+    args = ap.parse_args()
+    scratch = Path(tempfile.mkdtemp(prefix="send-pipe-", dir=args.dir))
+    try:
+        n = args.messages
+        data = scratch / "lines"
+        with open(data, "wb") as f:
+            for i in range(n):
+                f.write(line(i))
+        one = scratch / "one"
+        one.write_bytes(line(0))
+        api_s, api_cpu = store_api(scratch / "api", n)
+        startup_s, startup_cpu = pipe(scratch / "startup", one)
+        pipe_s, pipe_cpu = pipe(scratch / "pipe", data)
+        print(f"store API send_batch({BATCH}): {n / api_s:10,.0f} msg/s  ({api_s:.2f} s, {api_cpu:.2f} s CPU, "
+              f"for {n:,} x 1 KiB)")
+        print(f"seq | rmqtool send --batch {BATCH}: {n / pipe_s:10,.0f} msg/s  ({pipe_s:.2f} s, {pipe_cpu:.2f} s CPU; "
+              f"start-up and close {startup_s:.2f} s, {startup_cpu:.2f} s CPU)")
+        print(f"ratio (wall): {api_s / pipe_s:.2f}x with start-up, {api_s / max(pipe_s - startup_s, 1e-9):.2f}x "
+              "without (goal >= 0.9x)")
+        print(f"ratio (CPU):  {api_cpu / pipe_cpu:.2f}x with start-up, "
+              f"{api_cpu / max(pipe_cpu - startup_cpu, 1e-9):.2f}x without (CPU time is steadier on a shared machine)")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
