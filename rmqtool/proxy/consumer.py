@@ -61,7 +61,7 @@ class ReceiptHandle:
         if len(parts) < 8:  # ExceptionUtils.getErrorDetailMessage of Java 5.3.3's IllegalArgumentException
             raise ProxyError(Code.INTERNAL_SERVER_ERROR,
                              f"Parse failed, dataList size {len(parts)}. IllegalArgumentException. "
-                             "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56))")
+                             "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56)")
         try:
             clo = int(parts[8]) if len(parts) >= 9 else -1
             return cls(int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5],

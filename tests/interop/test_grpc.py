@@ -1,6 +1,6 @@
 """Issue 13, side by side: the same gRPC suites (Apache's Python 5.x SDK 5.1.2 and the raw
 `apache.rocketmq.v2` stub) against `rmqtool serve --grpc-port` and against the reference,
-Apache's own proxy 5.3.3 in cluster mode (tests/interop/proxy, ProxyStartup) in front of
+Apache's own proxy 5.3.3 in cluster mode (ProxyStartup, tests/interop/sdk5/proxy.xml) in front of
 Apache's broker 5.3.3. The suites are the ones of tests/proxy, given each target in turn."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from .conftest import free_port, start_rmqtool_serve, stop_rmqtool_serve, wait_p
 from .harness import JAVA_OPENS
 
 pytestmark = pytest.mark.interop
-PROXY_CP = Path(__file__).parent / "proxy" / "target" / "classpath.txt"
+SDK5 = Path(__file__).parent / "sdk5" / "target"  # built by .ci/steps/12-sdk5-proxy.sh
+PROXY_CP = SDK5 / "proxy-classpath.txt"
 
 
 @dataclass
@@ -38,7 +39,7 @@ class GrpcTarget:
 def apache_grpc(apache_broker, tmp_path_factory):
     """ProxyStartup -pm cluster with the Apache broker's name server."""
     if not PROXY_CP.is_file():
-        pytest.skip("Apache's proxy not built (run .ci/steps/11-grpc.sh; needs Maven Central)")
+        pytest.skip("Apache's proxy not built (run .ci/steps/12-sdk5-proxy.sh; needs Maven Central)")
     root = tmp_path_factory.mktemp("apache-proxy")
     grpc_port = free_port()
     conf = root / "rmq-proxy.json"
@@ -171,15 +172,15 @@ def test_assignment(target, stub):
     status_suite.test_query_assignment(target, stub)
 
 
-# --- the Java 5.x SDK (rocketmq-client-java 5.2.0, tests/interop/grpc-java) -----------------------
+# --- the Java 5.x SDK (rocketmq-client-java 5.2.0; JavaSdkSuite in tests/interop/sdk5) -------------
 
-JAVA_SDK = Path(__file__).parent / "grpc-java" / "target"
+JAVA_SDK = SDK5
 
 
 def java_sdk(tmp_path: Path, *args: str, timeout: float = 120) -> list[dict]:
     cp = JAVA_SDK / "classpath.txt"
     if not cp.is_file() or not (JAVA_SDK / "classes").is_dir():
-        pytest.skip("the Java 5.x SDK suite is not built (run .ci/steps/11-grpc.sh; needs Maven Central)")
+        pytest.skip("the Java 5.x SDK suite is not built (run .ci/steps/12-sdk5-proxy.sh; needs Maven Central)")
     cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
            f"-Duser.home={tmp_path}", "-cp", f"{JAVA_SDK / 'classes'}:{cp.read_text().strip()}",
            "rmqtool.interop.grpc.JavaSdkSuite", *args]

@@ -204,7 +204,7 @@ def test_consumer_settings_and_receive_refusals(serve):
                                                           entries=[s.AckMessageEntry(message_id="m", receipt_handle="x y")]))
         assert ack.status.code == C.INTERNAL_SERVER_ERROR and ack.entries[0].status.message == (
             "Parse failed, dataList size 2. IllegalArgumentException. "
-            "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56))")
+            "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56)")
         old = "0 1000 30000 0 0 broker-a 0 0 0"  # popped in 1970: long expired
         ack = stub.call("AckMessage", s.AckMessageRequest(group=d.Resource(name=group), topic=d.Resource(name=topic),
                                                           entries=[s.AckMessageEntry(message_id="m", receipt_handle=old)]))
