@@ -27,6 +27,7 @@ from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.pop import PopProcessor, PopService
 from rmqtool.broker.pull import PullProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
+from rmqtool.broker.relay import ConsumerRelayProcessor
 from rmqtool.broker.send import SendProcessor
 from rmqtool.broker.transaction import TransactionProcessor
 from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic, StoreError
@@ -135,6 +136,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         }
         self.pop = PopService(self)  # POP consumption (broker/pop), also the gRPC front's API
         self.handlers.update(PopProcessor(self.pop).handlers())
+        self.handlers.update(ConsumerRelayProcessor(self).handlers())  # 307/309 passed on to a consumer
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:

@@ -310,3 +310,43 @@ def test_node_sdk_simple_consumer(target, tmp_path):
         assert (v["body"], v["tag"], v["keys"], v["attempt"]) == (f"m{i}", "TagA", [f"key{i}"], 1)
     (again,) = [o for o in out if "redelivered" in o]
     assert again == {"redelivered": views[-1]["id"], "attempt": 2}
+
+
+def test_java_sdk_answers_thread_stack_and_verify_through_serve(rmqtool_grpc, tmp_path):
+    """mqadmin's consumerStatus -s and consumeMessage, as remoting requests to serve's broker:
+    GET_CONSUMER_RUNNING_INFO (jstack) and CONSUME_MESSAGE_DIRECTLY reach a Java 5.x push consumer
+    over its Telemetry stream and come back with its answers."""
+    from tests.broker.conftest import Wire, props, send_ext
+    from tests.proxy.conftest import create_topic, unique, wait_for
+
+    target = rmqtool_grpc
+    topic, group = unique("JSR"), unique("JSRG")
+    create_topic(target, topic, 1)
+    cp = JAVA_SDK / "classpath.txt"
+    if not cp.is_file():
+        pytest.skip("the Java 5.x SDK suite is not built (run .ci/steps/12-sdk5-proxy.sh; needs Maven Central)")
+    proc = subprocess.Popen(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                             f"-Duser.home={tmp_path}", "-cp", f"{JAVA_SDK / 'classes'}:{cp.read_text().strip()}",
+                             "rmqtool.interop.grpc.JavaSdkSuite", "push", target.grpc, topic, group, "1000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    w = Wire(target.broker)
+    try:
+        ids = wait_for(lambda: (lambda r: json.loads(r.body)["consumerIdList"] if r.code == 0 else None)(
+            w.request(38, {"consumerGroup": group})), timeout=60)
+        assert ids, "the Java push consumer never joined its group"
+        r = w.request(307, {"consumerGroup": group, "clientId": ids[0], "jstackEnable": "true"}, timeout=30)
+        assert r.code == 0, r.remark
+        assert "Thread" in json.loads(r.body)["jstack"] or "thread" in json.loads(r.body)["jstack"]
+        sent = w.request(310, send_ext(topic, 0, props(TAGS="V", UNIQ_KEY="7F00000100013333000000000000000A")), b"verify me")
+        assert sent.code == 0
+        r = w.request(309, {"consumerGroup": group, "clientId": ids[0], "msgId": sent.ext_fields["msgId"],
+                            "topic": topic}, timeout=30)
+        assert r.code == 0, r.remark
+        answer = json.loads(r.body)
+        assert answer["consumeResult"] == "CR_SUCCESS" and answer["remark"] == "from gRPC client"
+        r = w.request(307, {"consumerGroup": group, "clientId": "nobody", "jstackEnable": "true"})
+        assert (r.code, r.remark) == (1, f"The Consumer <{group}> <nobody> not online")
+    finally:
+        w.close()
+        proc.kill()
+        proc.wait()

@@ -237,3 +237,16 @@ def test_query_assignment(serve, stub):
                                                               group=d.Resource(name="bad group"),
                                                               endpoints=stub.endpoints()))
     assert r.status.code == C.ILLEGAL_CONSUMER_GROUP
+
+
+def test_consumer_relay_refuses_an_unknown_client(serve):
+    from tests.broker.conftest import Wire
+
+    w = Wire(serve.broker)
+    try:
+        r = w.request(307, {"consumerGroup": "NoGroup", "clientId": "nobody", "jstackEnable": "true"})
+        assert (r.code, r.remark) == (1, "The Consumer <NoGroup> <nobody> not online")
+        r = w.request(309, {"consumerGroup": "NoGroup", "clientId": "nobody", "msgId": "zz"})
+        assert (r.code, r.remark) == (1, "The Consumer <NoGroup> <nobody> not online")
+    finally:
+        w.close()
