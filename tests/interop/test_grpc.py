@@ -221,7 +221,7 @@ def test_java_sdk_transaction_check_back(target, tmp_path):
 
     topic = unique("JST")
     create_topic(target, topic, 1, "TRANSACTION")
-    out = java_sdk(tmp_path, "transaction", target.grpc, topic)
+    out = java_sdk(tmp_path, "transaction", target.grpc, topic, timeout=180)
     assert "checked" in out[-1]["checked"]
     want = {b"committed", b"checked"}
     got = producer_suite.wait_for(lambda: (lambda ms: ms if {m.body for m in ms} >= want else None)(

@@ -117,6 +117,11 @@ def test_heartbeat_and_termination_without_settings(stub):
     assert r.status.message == "cannot find client settings for this client"
     r = stub.call("NotifyClientTermination", s.NotifyClientTerminationRequest())
     assert r.status.code == C.UNRECOGNIZED_CLIENT_TYPE
+    req = s.ReceiveMessageRequest(group=d.Resource(name="G"), message_queue=d.MessageQueue(topic=d.Resource(name="T")))
+    rs = list(stub.stub.ReceiveMessage(req, metadata=stub.metadata, timeout=10))
+    assert rs[0].status.code == C.INTERNAL_SERVER_ERROR and rs[-1].HasField("delivery_timestamp")
+    assert rs[0].status.message.startswith('Cannot invoke "apache.rocketmq.v2.Settings.getSubscription()" because '
+                                           '"settings" is null. NullPointerException.')
 
 
 def test_end_transaction_refusals(serve, stub):
