@@ -184,8 +184,8 @@ def consume(
     fmt: Annotated[str | None, typer.Option("--format", help="table | json | text | TEMPLATE (%t %q %o %k %s ...).")] = None,
     pop: Annotated[bool, typer.Option("--pop", help="Consume by POP (5.x): the broker hands out messages and takes "
                                       "them back unless acked (network mode).")] = False,
-    invisible: Annotated[float, typer.Option("--invisible", help="With --pop: SECONDS a received message stays "
-                                             "invisible to others until acked.")] = 30.0,
+    invisible: Annotated[float, typer.Option("--invisible", metavar="SECONDS", help="With --pop: how long a "
+                                             "received message stays invisible to others until acked.")] = 30.0,
     json_out: common.JsonOption = False,
     store: common.StoreOption = None,
     namesrv: common.NamesrvOption = None,
