@@ -28,7 +28,8 @@ from rmqtool.cli.main import app  # noqa: E402
 
 EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "serve": [("Run a name server and a broker on the default ports over ~/store:", "rmqtool serve"),
-              ("Use a broker.conf and another store:", "rmqtool serve -c broker.conf --store /data/store")],
+              ("Use a broker.conf and another store:", "rmqtool serve -c broker.conf --store /data/store"),
+              ("Without the 5.x gRPC endpoint (on 8081 by default):", "rmqtool serve --grpc-port -1")],
     "send": [("Send one message with a tag and a key:", "rmqtool send TopicTest 'hello' --tag TagA --key order-1"),
              ("Send one message per stdin line, 32 per batch:", "seq 1000 | rmqtool send TopicTest --batch 32"),
              ("Deliver in 90 seconds (a timer message):", "rmqtool send TopicTest 'later' --delay 90s")],
