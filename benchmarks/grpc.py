@@ -10,8 +10,8 @@ time, 30 s invisible) and ack until everything sent (the warm-up's too) has come
 Targets:
   rmqtool  `python -m rmqtool serve --grpc-port 0` on a fresh store (async flush).
   apache   Apache RocketMQ 5.3.3's broker (tests/interop/java, ApacheBroker) with Apache's proxy
-           5.3.3 in cluster mode in front (tests/interop/proxy, ProxyStartup); built by
-           .ci/steps/10-interop.sh and 11-grpc.sh, skipped when not built.
+           5.3.3 in cluster mode in front (ProxyStartup, tests/interop/sdk5/proxy.xml); built by
+           .ci/steps/10-interop.sh and 12-sdk5-proxy.sh, skipped when not built.
 
 Prints one line per target and phase, with the server processes' CPU per message from /proc
 (serve's one process; the broker's and the proxy's for Apache), and the ratios rmqtool / apache.
@@ -75,9 +75,9 @@ def start_apache_proxy(root: Path) -> Target | None:
     from tests.interop.conftest import free_port, start_apache, wait_port
     from tests.interop.harness import JAVA_OPENS, java_classpath
 
-    cp = ROOT / "tests" / "interop" / "proxy" / "target" / "classpath.txt"
+    cp = ROOT / "tests" / "interop" / "sdk5" / "target" / "proxy-classpath.txt"
     if java_classpath() is None or not cp.is_file():
-        print("apache: skipped (run .ci/steps/10-interop.sh and .ci/steps/11-grpc.sh)", file=sys.stderr)
+        print("apache: skipped (run .ci/steps/10-interop.sh and .ci/steps/12-sdk5-proxy.sh)", file=sys.stderr)
         return None
     b = start_apache(root / "broker")
     port = free_port()

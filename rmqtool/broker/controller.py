@@ -30,6 +30,7 @@ from rmqtool.broker.pop import PopProcessor, PopService
 from rmqtool.broker.pull import PullProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
 from rmqtool.broker.roles import RoleProcessor
+from rmqtool.broker.relay import ConsumerRelayProcessor
 from rmqtool.broker.send import SendProcessor
 from rmqtool.broker.slave import SYNC_CHECK_INTERVAL_S, SlaveSynchronize
 from rmqtool.broker.transaction import TransactionProcessor
@@ -151,6 +152,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.pop = PopService(self)  # POP consumption (broker/pop), also the gRPC front's API
         self.handlers.update(PopProcessor(self.pop).handlers())
         self.handlers.update(self.admin_handlers())
+        self.handlers.update(ConsumerRelayProcessor(self).handlers())  # 307/309 passed on to a consumer
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:

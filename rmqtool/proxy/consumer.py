@@ -61,7 +61,7 @@ class ReceiptHandle:
         if len(parts) < 8:  # ExceptionUtils.getErrorDetailMessage of Java 5.3.3's IllegalArgumentException
             raise ProxyError(Code.INTERNAL_SERVER_ERROR,
                              f"Parse failed, dataList size {len(parts)}. IllegalArgumentException. "
-                             "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56))")
+                             "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56)")
         try:
             clo = int(parts[8]) if len(parts) >= 9 else -1
             return cls(int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5],
@@ -114,8 +114,11 @@ class ConsumerActivity:
     async def _receive(self, ctx: ProxyContext, req: Any, remaining_ms: int | None) -> AsyncIterator[Any]:
         core, cfg = self.core, self.core.config
         settings = core.settings.get(ctx.client_id)
-        if settings is None:
-            raise ProxyError(Code.INTERNAL_SERVER_ERROR, "cannot find client settings for this client")
+        if settings is None:  # Java dereferences the missing settings: its NullPointerException, in its words
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR,
+                             'Cannot invoke "apache.rocketmq.v2.Settings.getSubscription()" because "settings" is null. '
+                             "NullPointerException. org.apache.rocketmq.proxy.grpc.v2.consumer.ReceiveMessageActivity"
+                             ".receiveMessage(ReceiveMessageActivity.java:63)")
         fifo = settings.subscription.fifo
         max_attempts = settings.backoff_policy.max_attempts
         time_remaining = remaining_ms if remaining_ms is not None else 1 << 40

@@ -10,14 +10,13 @@ reconsume times. Kept in config/consumerOrderInfo.json, as Java keeps it.
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmqtool.layouts.pop import retry_flag
+from rmqtool.store.jsonconfig import Bean, dumps, read_file, write_file
 
 
 @dataclass
@@ -79,14 +78,12 @@ class OrderInfo:
         self.offset_consumed_count = {o: prev.offset_consumed_count.get(o, 0) + 1
                                       for o in self.queue_offsets() if o in before}
 
-    def to_json_obj(self) -> dict:
-        d: dict = {"a": self.attempt_id, "cm": self.commit_offset_bit, "i": self.invisible_time,
-                   "l": self.last_consume_timestamp, "o": self.offset_list, "popTime": self.pop_time}
-        if self.offset_consumed_count:
-            d["oc"] = {str(k): v for k, v in sorted(self.offset_consumed_count.items())}
-        if self.offset_next_visible_time:
-            d["ot"] = {str(k): v for k, v in sorted(self.offset_next_visible_time.items())}
-        return {k: v for k, v in d.items() if v is not None}
+    def to_bean(self) -> Bean:
+        """fastjson's view of Java's OrderInfo: JSON names, nulls left out, Long-keyed maps unquoted."""
+        return Bean(a=self.attempt_id, cm=self.commit_offset_bit, i=self.invisible_time,
+                    l=self.last_consume_timestamp, o=list(self.offset_list), popTime=self.pop_time,
+                    oc=dict(sorted(self.offset_consumed_count.items())) or None,
+                    ot=dict(sorted(self.offset_next_visible_time.items())) if self.offset_next_visible_time else None)
 
     @classmethod
     def from_json_obj(cls, d: dict) -> OrderInfo:
@@ -112,26 +109,25 @@ class ConsumerOrderInfoManager:
         return f"{topic}@{group}"
 
     def load(self) -> None:
-        if self.path is None or not self.path.is_file():
+        """The file as Java's broker or we wrote it (fastjson: unquoted Integer keys), else its `.bak`."""
+        if self.path is None:
             return
+        data = read_file(self.path)
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            table = data.get("table") or {}
+            table = (data or {}).get("table") or {}
             self.table = {k: {int(q): OrderInfo.from_json_obj(v) for q, v in qs.items()} for k, qs in table.items()}
         except (ValueError, TypeError, AttributeError):
             self.table = {}  # an unreadable file only loses the blocks, as Java's decode failure does
 
     def persist(self) -> None:
+        """`ConfigManager.persist`: fastjson pretty text of {"table": ...}, the old file kept as `.bak`."""
         if self.path is None or not self.dirty:
             return
         with self._lock:
-            data = {"table": {k: {str(q): oi.to_json_obj() for q, oi in sorted(qs.items())}
-                              for k, qs in self.table.items() if qs}}
+            data = Bean(table={k: {q: oi.to_bean() for q, oi in sorted(qs.items())}
+                               for k, qs in self.table.items() if qs})
             self.dirty = False
-        tmp = self.path.with_suffix(".json.tmp")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_file(self.path, dumps(data))
 
     def get(self, topic: str, group: str, queue_id: int) -> OrderInfo | None:
         return self.table.get(self.key(topic, group), {}).get(queue_id)

@@ -1,6 +1,6 @@
 """Issue 13, side by side: the same gRPC suites (Apache's Python 5.x SDK 5.1.2 and the raw
 `apache.rocketmq.v2` stub) against `rmqtool serve --grpc-port` and against the reference,
-Apache's own proxy 5.3.3 in cluster mode (tests/interop/proxy, ProxyStartup) in front of
+Apache's own proxy 5.3.3 in cluster mode (ProxyStartup, tests/interop/sdk5/proxy.xml) in front of
 Apache's broker 5.3.3. The suites are the ones of tests/proxy, given each target in turn."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from .conftest import free_port, start_rmqtool_serve, stop_rmqtool_serve, wait_p
 from .harness import JAVA_OPENS
 
 pytestmark = pytest.mark.interop
-PROXY_CP = Path(__file__).parent / "proxy" / "target" / "classpath.txt"
+SDK5 = Path(__file__).parent / "sdk5" / "target"  # built by .ci/steps/12-sdk5-proxy.sh
+PROXY_CP = SDK5 / "proxy-classpath.txt"
 
 
 @dataclass
@@ -38,7 +39,7 @@ class GrpcTarget:
 def apache_grpc(apache_broker, tmp_path_factory):
     """ProxyStartup -pm cluster with the Apache broker's name server."""
     if not PROXY_CP.is_file():
-        pytest.skip("Apache's proxy not built (run .ci/steps/11-grpc.sh; needs Maven Central)")
+        pytest.skip("Apache's proxy not built (run .ci/steps/12-sdk5-proxy.sh; needs Maven Central)")
     root = tmp_path_factory.mktemp("apache-proxy")
     grpc_port = free_port()
     conf = root / "rmq-proxy.json"
@@ -171,15 +172,15 @@ def test_assignment(target, stub):
     status_suite.test_query_assignment(target, stub)
 
 
-# --- the Java 5.x SDK (rocketmq-client-java 5.2.0, tests/interop/grpc-java) -----------------------
+# --- the Java 5.x SDK (rocketmq-client-java 5.2.0; JavaSdkSuite in tests/interop/sdk5) -------------
 
-JAVA_SDK = Path(__file__).parent / "grpc-java" / "target"
+JAVA_SDK = SDK5
 
 
 def java_sdk(tmp_path: Path, *args: str, timeout: float = 120) -> list[dict]:
     cp = JAVA_SDK / "classpath.txt"
     if not cp.is_file() or not (JAVA_SDK / "classes").is_dir():
-        pytest.skip("the Java 5.x SDK suite is not built (run .ci/steps/11-grpc.sh; needs Maven Central)")
+        pytest.skip("the Java 5.x SDK suite is not built (run .ci/steps/12-sdk5-proxy.sh; needs Maven Central)")
     cmd = ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true",
            f"-Duser.home={tmp_path}", "-cp", f"{JAVA_SDK / 'classes'}:{cp.read_text().strip()}",
            "rmqtool.interop.grpc.JavaSdkSuite", *args]
@@ -220,7 +221,7 @@ def test_java_sdk_transaction_check_back(target, tmp_path):
 
     topic = unique("JST")
     create_topic(target, topic, 1, "TRANSACTION")
-    out = java_sdk(tmp_path, "transaction", target.grpc, topic)
+    out = java_sdk(tmp_path, "transaction", target.grpc, topic, timeout=180)
     assert "checked" in out[-1]["checked"]
     want = {b"committed", b"checked"}
     got = producer_suite.wait_for(lambda: (lambda ms: ms if {m.body for m in ms} >= want else None)(
@@ -309,3 +310,43 @@ def test_node_sdk_simple_consumer(target, tmp_path):
         assert (v["body"], v["tag"], v["keys"], v["attempt"]) == (f"m{i}", "TagA", [f"key{i}"], 1)
     (again,) = [o for o in out if "redelivered" in o]
     assert again == {"redelivered": views[-1]["id"], "attempt": 2}
+
+
+def test_java_sdk_answers_thread_stack_and_verify_through_serve(rmqtool_grpc, tmp_path):
+    """mqadmin's consumerStatus -s and consumeMessage, as remoting requests to serve's broker:
+    GET_CONSUMER_RUNNING_INFO (jstack) and CONSUME_MESSAGE_DIRECTLY reach a Java 5.x push consumer
+    over its Telemetry stream and come back with its answers."""
+    from tests.broker.conftest import Wire, props, send_ext
+    from tests.proxy.conftest import create_topic, unique, wait_for
+
+    target = rmqtool_grpc
+    topic, group = unique("JSR"), unique("JSRG")
+    create_topic(target, topic, 1)
+    cp = JAVA_SDK / "classpath.txt"
+    if not cp.is_file():
+        pytest.skip("the Java 5.x SDK suite is not built (run .ci/steps/12-sdk5-proxy.sh; needs Maven Central)")
+    proc = subprocess.Popen(["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                             f"-Duser.home={tmp_path}", "-cp", f"{JAVA_SDK / 'classes'}:{cp.read_text().strip()}",
+                             "rmqtool.interop.grpc.JavaSdkSuite", "push", target.grpc, topic, group, "1000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    w = Wire(target.broker)
+    try:
+        ids = wait_for(lambda: (lambda r: json.loads(r.body)["consumerIdList"] if r.code == 0 else None)(
+            w.request(38, {"consumerGroup": group})), timeout=60)
+        assert ids, "the Java push consumer never joined its group"
+        r = w.request(307, {"consumerGroup": group, "clientId": ids[0], "jstackEnable": "true"}, timeout=30)
+        assert r.code == 0, r.remark
+        assert "Thread" in json.loads(r.body)["jstack"] or "thread" in json.loads(r.body)["jstack"]
+        sent = w.request(310, send_ext(topic, 0, props(TAGS="V", UNIQ_KEY="7F00000100013333000000000000000A")), b"verify me")
+        assert sent.code == 0
+        r = w.request(309, {"consumerGroup": group, "clientId": ids[0], "msgId": sent.ext_fields["msgId"],
+                            "topic": topic}, timeout=30)
+        assert r.code == 0, r.remark
+        answer = json.loads(r.body)
+        assert answer["consumeResult"] == "CR_SUCCESS" and answer["remark"] == "from gRPC client"
+        r = w.request(307, {"consumerGroup": group, "clientId": "nobody", "jstackEnable": "true"})
+        assert (r.code, r.remark) == (1, f"The Consumer <{group}> <nobody> not online")
+    finally:
+        w.close()
+        proc.kill()
+        proc.wait()

@@ -2,7 +2,9 @@
 `rmqtool serve`, and in front of Apache's broker as the reference, side by side; the 5.x Java SDK
 (rocketmq-client-java 5.2.0, the newest on Maven Central) through it: producer (normal, FIFO with
 a message group, delay, transaction with check-back), simple consumer (receive, ack, change
-invisible duration, redelivery, DLQ after max attempts), push consumer (tests/interop/sdk5)."""
+invisible duration, redelivery, DLQ after max attempts), push consumer (tests/interop/sdk5).
+The newest proxy on Maven Central (5.5.0) runs the same suite in front of serve (its reference
+run against Apache's 5.3.3 broker is left out to keep CI's time)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,10 @@ SCENARIOS = ["normal", "fifo", "delay", "transaction", "simple", "redelivery", "
 _RESULTS: dict[str, dict[str, dict]] = {}
 
 
-def start_proxy(namesrv: str, root: Path) -> tuple[subprocess.Popen, str]:
+PROXIES = {"5.3.3": "proxy-classpath.txt", "latest": "proxy-latest-classpath.txt"}
+
+
+def start_proxy(namesrv: str, root: Path, version: str = "5.3.3") -> tuple[subprocess.Popen, str]:
     root.mkdir(parents=True, exist_ok=True)
     grpc_port = free_port()
     conf = root / "rmq-proxy.json"
@@ -36,7 +41,7 @@ def start_proxy(namesrv: str, root: Path) -> tuple[subprocess.Popen, str]:
     log = open(root / "proxy.log", "wb")  # noqa: SIM115 - lives as long as the process
     proc = subprocess.Popen(["java", "-Xmx256m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                              "-Djava.net.preferIPv4Stack=true", f"-Duser.home={root / 'home'}", *JAVA_OPENS,
-                             "-cp", (SDK5 / "proxy-classpath.txt").read_text().strip(),
+                             "-cp", (SDK5 / PROXIES[version]).read_text().strip(),
                              "org.apache.rocketmq.proxy.ProxyStartup", "-pc", str(conf), "-pm", "cluster"],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -65,10 +70,12 @@ async def _prepare_remote(broker: str, run: str) -> None:
                    "attributes": f"+message.type={mtype}"}
             r = await conn.request(RemotingCommand.request(17, ext), timeout=10)
             assert r.code == 0, r.remark
-        body = json.dumps({"groupName": f"cg_sdk5_dlq_{run}", "consumeEnable": True, "retryMaxTimes": 1,
-                           "retryQueueNums": 1, "consumeBroadcastEnable": True}).encode()
-        r = await conn.request(RemotingCommand.request(200, {}, body), timeout=10)
-        assert r.code == 0, f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: {r.code} {r.remark}"
+        for s in SCENARIOS:  # newer proxies look a consumer's group up before serving it
+            body = json.dumps({"groupName": f"cg_sdk5_{s}_{run}", "consumeEnable": True,
+                               "retryMaxTimes": 1 if s == "dlq" else 16, "retryQueueNums": 1,
+                               "consumeBroadcastEnable": True}).encode()
+            r = await conn.request(RemotingCommand.request(200, {}, body), timeout=10)
+            assert r.code == 0, f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: {r.code} {r.remark}"
     finally:
         await conn.close()
 
@@ -82,17 +89,19 @@ def _seed_store(store: Path, run: str) -> None:
     with LocalBroker.open(store) as local:
         for topic, queues, mtype in topic_plan(run):
             local.topics.update(TopicConfig(topic, queues, queues, 6, attributes={"message.type": mtype}))
-        cfg = SubscriptionGroupConfig(f"cg_sdk5_dlq_{run}")
-        cfg.retry_max_times = 1
-        local.subscriptions.update(cfg)
+        for s in SCENARIOS:
+            cfg = SubscriptionGroupConfig(f"cg_sdk5_{s}_{run}")
+            cfg.retry_max_times = 1 if s == "dlq" else 16
+            local.subscriptions.update(cfg)
 
 
-def results_for(broker, tmp_path_factory) -> dict[str, dict]:
-    if broker.kind in _RESULTS:
-        return _RESULTS[broker.kind]
-    if not (SDK5 / "classpath.txt").is_file():
+def results_for(broker, tmp_path_factory, version: str = "5.3.3") -> dict[str, dict]:
+    key = f"{broker.kind}-{version}"
+    if key in _RESULTS:
+        return _RESULTS[key]
+    if not (SDK5 / "classpath.txt").is_file() or not (SDK5 / PROXIES[version]).is_file():
         pytest.skip("the 5.x SDK and Apache's proxy are not built (run .ci/steps/12-sdk5-proxy.sh)")
-    root = tmp_path_factory.mktemp(f"sdk5-{broker.kind}")
+    root = tmp_path_factory.mktemp(f"sdk5-{key}")
     run = str(int(time.time()))
     serve = None
     if broker.kind == "apache":
@@ -100,7 +109,7 @@ def results_for(broker, tmp_path_factory) -> dict[str, dict]:
     else:  # serve's own store, seeded with the topics' message types and the DLQ group
         _seed_store(root / "serve" / "store", run)
         serve = broker = start_rmqtool_serve(root / "serve")
-    proc, endpoint = start_proxy(broker.namesrv, root / "proxy")
+    proc, endpoint = start_proxy(broker.namesrv, root / "proxy", version)
     try:
         time.sleep(3)  # the proxy's first route and settings refresh
         cp = f"{SDK5 / 'classes'}:{(SDK5 / 'classpath.txt').read_text().strip()}"
@@ -115,7 +124,7 @@ def results_for(broker, tmp_path_factory) -> dict[str, dict]:
     (root / "suite.stderr").write_bytes(p.stderr)
     res = {r["scenario"]: r for r in (json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith("{"))}
     res["_log"] = {"detail": p.stderr.decode(errors="replace")[-1500:]}
-    _RESULTS[broker.kind] = res
+    _RESULTS[key] = res
     return res
 
 
@@ -158,3 +167,19 @@ def test_java_sdk5_through_apaches_proxy(any_broker, tmp_path_factory, scenario,
     r = res.get(scenario)
     assert r is not None, f"no result for {scenario}: {res['_log']['detail']}"
     assert r["ok"], f"{scenario} through Apache's proxy in front of {kind}: {r['detail']}"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_java_sdk5_through_the_newest_proxy_in_front_of_serve(rmqtool_serve, tmp_path_factory, scenario, request):
+    if "rmqtool" not in _GAPS:
+        _GAPS["rmqtool"] = serve_gaps(rmqtool_serve)
+    gaps = _GAPS["rmqtool"]
+    if "dlq" in gaps:  # 5.5.0 serves no consumer whose group it cannot look up
+        request.applymarker(pytest.mark.xfail(reason="proxy 5.5.0 refuses consumers of a group it cannot read: "
+                                                     + gaps["dlq"], strict=False))
+    elif scenario in gaps:
+        request.applymarker(pytest.mark.xfail(reason=gaps[scenario], strict=False))
+    res = results_for(rmqtool_serve, tmp_path_factory, "latest")
+    r = res.get(scenario)
+    assert r is not None, f"no result for {scenario}: {res['_log']['detail']}"
+    assert r["ok"], f"{scenario} through Apache's newest proxy in front of serve: {r['detail']}"

@@ -150,7 +150,7 @@ def test_transaction_commit_rollback_and_check_back(serve):
         t1.commit()
         t2.rollback()
         got = wait_for(lambda: (lambda ms: ms if {m.body for m in ms} >= want else None)(
-            pull_all(serve.broker, topic, 1)), timeout=30)
+            pull_all(serve.broker, topic, 1)), timeout=90)  # a loaded broker checks late
     finally:
         p.shutdown()
     bodies = [m.body for m in pull_all(serve.broker, topic, 1)]

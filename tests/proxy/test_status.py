@@ -117,6 +117,11 @@ def test_heartbeat_and_termination_without_settings(stub):
     assert r.status.message == "cannot find client settings for this client"
     r = stub.call("NotifyClientTermination", s.NotifyClientTerminationRequest())
     assert r.status.code == C.UNRECOGNIZED_CLIENT_TYPE
+    req = s.ReceiveMessageRequest(group=d.Resource(name="G"), message_queue=d.MessageQueue(topic=d.Resource(name="T")))
+    rs = list(stub.stub.ReceiveMessage(req, metadata=stub.metadata, timeout=10))
+    assert rs[0].status.code == C.INTERNAL_SERVER_ERROR and rs[-1].HasField("delivery_timestamp")
+    assert rs[0].status.message.startswith('Cannot invoke "apache.rocketmq.v2.Settings.getSubscription()" because '
+                                           '"settings" is null. NullPointerException.')
 
 
 def test_end_transaction_refusals(serve, stub):
@@ -204,7 +209,7 @@ def test_consumer_settings_and_receive_refusals(serve):
                                                           entries=[s.AckMessageEntry(message_id="m", receipt_handle="x y")]))
         assert ack.status.code == C.INTERNAL_SERVER_ERROR and ack.entries[0].status.message == (
             "Parse failed, dataList size 2. IllegalArgumentException. "
-            "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56))")
+            "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56)")
         old = "0 1000 30000 0 0 broker-a 0 0 0"  # popped in 1970: long expired
         ack = stub.call("AckMessage", s.AckMessageRequest(group=d.Resource(name=group), topic=d.Resource(name=topic),
                                                           entries=[s.AckMessageEntry(message_id="m", receipt_handle=old)]))
@@ -237,3 +242,16 @@ def test_query_assignment(serve, stub):
                                                               group=d.Resource(name="bad group"),
                                                               endpoints=stub.endpoints()))
     assert r.status.code == C.ILLEGAL_CONSUMER_GROUP
+
+
+def test_consumer_relay_refuses_an_unknown_client(serve):
+    from tests.broker.conftest import Wire
+
+    w = Wire(serve.broker)
+    try:
+        r = w.request(307, {"consumerGroup": "NoGroup", "clientId": "nobody", "jstackEnable": "true"})
+        assert (r.code, r.remark) == (1, "The Consumer <NoGroup> <nobody> not online")
+        r = w.request(309, {"consumerGroup": "NoGroup", "clientId": "nobody", "msgId": "zz"})
+        assert (r.code, r.remark) == (1, "The Consumer <NoGroup> <nobody> not online")
+    finally:
+        w.close()
