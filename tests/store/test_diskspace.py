@@ -179,3 +179,40 @@ def test_cleanup_says_what_it_deleted_and_why(store_dir, caplog):
         assert "disk pressure: used 0.88 > diskMaxUsedSpaceRatio 0.75, deleted regardless of age" in text
     finally:
         store.close()
+
+
+def _sparsify(path):
+    """Rewrite `path` as an older rmqtool (or a Java broker) left it: data, then a hole to the end."""
+    data = path.read_bytes().rstrip(b"\0")
+    size = path.stat().st_size
+    path.unlink()
+    with open(path, "wb") as f:
+        f.write(data)
+        f.truncate(size)
+
+
+def _has_hole(path) -> bool:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE) < os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def test_files_of_an_older_sparse_store_get_their_blocks_before_they_are_written(store_dir):
+    cfg = small_config(mapped_file_size_consume_queue=4000 * 20)
+    with MessageStore.open(store_dir, cfg) as store:
+        store.put_message(make_msg(0, topic="A"))
+        store.put_message(make_msg(1, topic="B"))
+    cl = next((store_dir / "commitlog").iterdir())
+    cq_a = next((store_dir / "consumequeue" / "A" / "0").iterdir())
+    cq_b = next((store_dir / "consumequeue" / "B" / "0").iterdir())
+    for p in (cl, cq_a, cq_b):
+        _sparsify(p)
+        assert _has_hole(p)
+    with MessageStore.open(store_dir, cfg) as store:
+        assert not _has_hole(cl)  # the CommitLog's last file: at load
+        assert _has_hole(cq_a) and _has_hole(cq_b)  # ConsumeQueues: not before they are written
+        assert store.put_message(make_msg(2, topic="A")).ok
+        assert not _has_hole(cq_a) and _has_hole(cq_b)
+        assert [m.body for m in store.get_message("A", 0, 0).messages] == [make_msg(0).body, make_msg(2).body]
