@@ -3,8 +3,9 @@
 A ballast file brings the disk near the warning ratio, then sync-flush sends fill it: sends get
 SERVICE_NOT_AVAILABLE ("the broker's disk is full") once usage passes
 diskSpaceWarningLevelRatio, serve stays up and answers pulls. With the disk 100 % full, serve is
-killed -9 and restarted (recovery on a full disk), `verify` and `inspect store` run on it, and a
-sparse file on the full tmpfs is read through `map_read_only` (a plain mapping dies of SIGBUS).
+killed -9 and restarted (recovery on a full disk), `verify` and `inspect` run on it and on a sparse
+copy of it (as an older rmqtool or a Java broker leaves files), and a sparse file on the full
+tmpfs is read through `map_read_only` (a plain mapping dies of SIGBUS).
 When the ballast goes, sends are taken again and every acknowledged message is intact.
 """
 
@@ -124,6 +125,9 @@ def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path):
         with open(sparse, "wb") as f:
             f.write(b"head")
             f.truncate(4 << 20)
+        # a copy of the store as an older rmqtool or a Java broker leaves it: every zero run a hole
+        sparse_store = tmpfs / "sparse-store"
+        subprocess.run(["cp", "-a", "--sparse=always", str(store), str(sparse_store)], check=True, timeout=60)
         ballast = tmpfs / "ballast"
         _fill(ballast, 0.86)
         # sends until the broker refuses them: RocketMQ's disk-full answer
@@ -164,6 +168,11 @@ def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path):
         assert v.returncode == 0, v.stdout + v.stderr
         s = _run("inspect", "store", str(store), "--json")
         assert s.returncode == 0 and "Traceback" not in s.stderr, s.stderr
+        # and of the sparse copy: reading its holes through a plain mapping would be SIGBUS here
+        v = _run("verify", str(sparse_store))
+        assert v.returncode == 0, v.stdout + v.stderr
+        s = _run("inspect", "commitlog", str(sparse_store / "commitlog"), "--json")
+        assert s.returncode == 0 and s.stdout.count("\n") == 20, s.stderr
         # space returns: sends are taken again
         ballast.unlink()
         sparse.unlink()
