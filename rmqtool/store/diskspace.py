@@ -40,9 +40,9 @@ def reserve_blocks(fd: int, size: int, label: str) -> None:
     """Make `fd` `size` bytes long with every block allocated, or raise DiskFull / StoreError.
 
     `posix_fallocate` allocates without writing (unwritten extents on ext4/xfs, pages on tmpfs);
-    a file system that cannot do it (EOPNOTSUPP) gets the zeros written instead, which is what
-    glibc's own emulation does. Blocks already allocated are left alone, so this is cheap on a
-    file that was reserved before.
+    on a file system that cannot do it (EOPNOTSUPP) every block is written instead, each with
+    the bytes it holds (a hole reads as zeros), so the content stays what it was. Blocks already
+    allocated are left alone by fallocate, so this is cheap on a file that was reserved before.
     """
     try:
         os.posix_fallocate(fd, 0, size)
@@ -58,7 +58,8 @@ def reserve_blocks(fd: int, size: int, label: str) -> None:
         pos = 0
         while pos < size:
             n = min(len(_ZEROS), size - pos)
-            os.pwrite(fd, _ZEROS[:n], pos)
+            data = os.pread(fd, n, pos)
+            os.pwrite(fd, data + _ZEROS[: n - len(data)], pos)
             pos += n
         os.fsync(fd)
     except OSError as e:

@@ -47,6 +47,7 @@ def test_reserve_blocks_writes_zeros_where_fallocate_is_not_supported(tmp_path, 
         st = os.fstat(fd)
         assert st.st_size == 3 << 20 and st.st_blocks * 512 >= 3 << 20
         assert os.lseek(fd, 0, os.SEEK_HOLE) == 3 << 20  # no hole left
+        assert os.pread(fd, 8, 0) == b"keep" + bytes(4)  # and the content is what it was
     finally:
         os.close(fd)
 
