@@ -68,10 +68,22 @@ def reserve_blocks(fd: int, size: int, label: str) -> None:
 
 
 def create_reserved(path: Path, size: int, label: str | None = None, *, exclusive: bool = True) -> int:
-    """Create `path` with `size` reserved bytes; returns its fd (O_RDWR). On failure nothing is left."""
-    flags = os.O_RDWR | os.O_CREAT | (os.O_EXCL if exclusive else 0)
+    """Create `path` with `size` reserved bytes; returns its fd (O_RDWR).
+
+    On failure a file this call created is removed again. Without `exclusive` an existing file
+    is opened and reserved instead (and kept, whatever happens).
+    """
+    created = True
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        if exclusive:
+            raise StoreError(f"cannot create {label or path.name}: it exists already") from None
+        created = False
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as e:
+            raise StoreError(f"cannot open {label or path.name}: {e.strerror}") from None
     except OSError as e:
         cls = DiskFull if e.errno in (errno.ENOSPC, errno.EDQUOT) else StoreError
         raise cls(f"cannot create {label or path.name}: {e.strerror}") from None
@@ -79,7 +91,8 @@ def create_reserved(path: Path, size: int, label: str | None = None, *, exclusiv
         reserve_blocks(fd, size, label or path.name)
     except BaseException:
         os.close(fd)
-        path.unlink(missing_ok=True)
+        if created:
+            path.unlink(missing_ok=True)
         raise
     return fd
 
