@@ -217,3 +217,29 @@ def test_files_of_an_older_sparse_store_get_their_blocks_before_they_are_written
         assert store.put_message(make_msg(2, topic="A")).ok
         assert not _has_hole(cq_a) and _has_hole(cq_b)
         assert [m.body for m in store.get_message("A", 0, 0).messages] == [make_msg(0).body, make_msg(2).body]
+
+
+def test_cleanup_by_age_says_expired_and_a_round_that_deletes_nothing_is_silent(store_dir, caplog):
+    import datetime
+    import time
+
+    cfg = small_config(file_reserved_time=1, delete_file_batch_max=2)
+    store = MessageStore.open(store_dir, cfg, clock=Clock())
+    try:
+        for i in range(80):
+            store.put_message(make_msg(i, body_size=2000))
+        now = int(time.time() * 1000)
+        store.config.delete_when = f"{datetime.datetime.fromtimestamp(now / 1000).hour:02d}"
+        caplog.set_level(logging.WARNING, logger="rmqtool.store.cleanup")
+        assert store.clean_expired_files(now, disk_usage=lambda p: 0.10) == 0  # all files are young
+        assert not caplog.records
+        old = time.time() - 7200
+        for f in sorted((store_dir / "commitlog").iterdir())[:3]:
+            os.utime(f, (old, old))
+        assert store.clean_expired_files(now, disk_usage=lambda p: 0.10) == 2
+        (rec,) = caplog.records
+        assert rec.levelno == logging.WARNING
+        assert rec.getMessage().startswith(f"deleted 2 CommitLog file(s) {0:020d}..{65536:020d}, offsets [0, 131072): "
+                                           "expired: older than fileReservedTime 1 h")
+    finally:
+        store.close()
