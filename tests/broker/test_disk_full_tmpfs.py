@@ -1,6 +1,6 @@
 """A real full disk: `serve` on a 128 MB tmpfs (root only; unprivileged coverage: store/test_diskspace.py).
 
-A ballast file brings the disk near the warning ratio, then sync-flush sends fill it: sends get
+A ballast file brings the disk near the warning ratio, then sends (sync and async flush) fill it: sends get
 SERVICE_NOT_AVAILABLE ("the broker's disk is full") once usage passes
 diskSpaceWarningLevelRatio, serve stays up and answers pulls. With the disk 100 % full, serve is
 killed -9 and restarted (recovery on a full disk), `verify` and `inspect` run on it and on a sparse
@@ -112,9 +112,10 @@ def _sparse_read_code(path: Path, safe: bool) -> int:
     return subprocess.run([sys.executable, "-c", code], env=rmqtool_env(), timeout=60).returncode
 
 
-def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path):
+@pytest.mark.parametrize("flush", ["sync", "async"])
+def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path, flush: str):
     store = tmpfs / "store"
-    serve = ServeProcess(store, conf=CONF, extra_args=("--flush", "sync"))
+    serve = ServeProcess(store, conf=CONF, extra_args=("--flush", flush))
     acked: list[int] = []
     try:
         w = Wire(serve.broker)
@@ -156,7 +157,7 @@ def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path):
         assert _sparse_read_code(sparse, safe=True) == 0
         # kill -9 and restart on the full disk: abnormal recovery must not need a free block
         serve.stop(signal.SIGKILL)
-        serve = ServeProcess(store, conf=CONF, extra_args=("--flush", "sync"))
+        serve = ServeProcess(store, conf=CONF, extra_args=("--flush", flush))
         w = Wire(serve.broker)
         assert _pull_all(w) == [_body(k) for k in acked]
         assert _send(w, i).code == 14
@@ -176,7 +177,7 @@ def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path):
         # space returns: sends are taken again
         ballast.unlink()
         sparse.unlink()
-        serve = ServeProcess(store, conf=CONF, extra_args=("--flush", "sync"))
+        serve = ServeProcess(store, conf=CONF, extra_args=("--flush", flush))
         w = Wire(serve.broker)
         for k in range(i, i + 50):
             assert _send(w, k).code == 0
