@@ -57,7 +57,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.mfq = MappedFileQueue(root / topic / str(queue_id), file_size, read_only=read_only)
+        self.mfq = MappedFileQueue(root / topic / str(queue_id), file_size, read_only=read_only, reserve_on_load=False)
         self.max_physic_offset = -1  # end (offset + size) of the last unit written
         self.min_logic_offset = 0  # byte position of the first valid unit
         self.last_store_timestamp = 0
@@ -89,6 +89,8 @@ class ConsumeQueue:
         current = mf.from_offset + mf.wrote_position
         if cq_offset != 0 and expected < current:
             return True  # already there ("[BUG] maybe try to build consume queue repeatedly")
+        if not mf.reserved:
+            mf.reserve()  # a file of an older (sparse) store, reopened: its holes get blocks first
         pos = mf.wrote_position
         _pack_unit(mf.mm, pos, offset, size, tags_code)
         mf.wrote_position = pos + UNIT
@@ -110,6 +112,8 @@ class ConsumeQueue:
             first, last = units[0], units[-1]
             if (pos + len(units) * UNIT <= self.file_size and first[0] + first[1] > self.max_physic_offset
                     and first[3] * UNIT == mf.from_offset + pos and last[3] - first[3] == len(units) - 1):
+                if not mf.reserved:
+                    mf.reserve()
                 pack = CQ_UNIT.pack
                 data = b"".join([pack(offset, size, tags_code) for offset, size, tags_code, _ in units])
                 mf.mm[pos : pos + len(data)] = data

@@ -40,9 +40,9 @@ def reserve_blocks(fd: int, size: int, label: str) -> None:
     """Make `fd` `size` bytes long with every block allocated, or raise DiskFull / StoreError.
 
     `posix_fallocate` allocates without writing (unwritten extents on ext4/xfs, pages on tmpfs);
-    a file system that cannot do it (EOPNOTSUPP) gets the zeros written instead, which is what
-    glibc's own emulation does. Blocks already allocated are left alone, so this is cheap on a
-    file that was reserved before.
+    on a file system that cannot do it (EOPNOTSUPP) every block is written instead, each with
+    the bytes it holds (a hole reads as zeros), so the content stays what it was. Blocks already
+    allocated are left alone by fallocate, so this is cheap on a file that was reserved before.
     """
     try:
         os.posix_fallocate(fd, 0, size)
@@ -58,7 +58,8 @@ def reserve_blocks(fd: int, size: int, label: str) -> None:
         pos = 0
         while pos < size:
             n = min(len(_ZEROS), size - pos)
-            os.pwrite(fd, _ZEROS[:n], pos)
+            data = os.pread(fd, n, pos)
+            os.pwrite(fd, data + _ZEROS[: n - len(data)], pos)
             pos += n
         os.fsync(fd)
     except OSError as e:
@@ -67,10 +68,22 @@ def reserve_blocks(fd: int, size: int, label: str) -> None:
 
 
 def create_reserved(path: Path, size: int, label: str | None = None, *, exclusive: bool = True) -> int:
-    """Create `path` with `size` reserved bytes; returns its fd (O_RDWR). On failure nothing is left."""
-    flags = os.O_RDWR | os.O_CREAT | (os.O_EXCL if exclusive else 0)
+    """Create `path` with `size` reserved bytes; returns its fd (O_RDWR).
+
+    On failure a file this call created is removed again. Without `exclusive` an existing file
+    is opened and reserved instead (and kept, whatever happens).
+    """
+    created = True
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        if exclusive:
+            raise StoreError(f"cannot create {label or path.name}: it exists already") from None
+        created = False
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError as e:
+            raise StoreError(f"cannot open {label or path.name}: {e.strerror}") from None
     except OSError as e:
         cls = DiskFull if e.errno in (errno.ENOSPC, errno.EDQUOT) else StoreError
         raise cls(f"cannot create {label or path.name}: {e.strerror}") from None
@@ -78,7 +91,8 @@ def create_reserved(path: Path, size: int, label: str | None = None, *, exclusiv
         reserve_blocks(fd, size, label or path.name)
     except BaseException:
         os.close(fd)
-        path.unlink(missing_ok=True)
+        if created:
+            path.unlink(missing_ok=True)
         raise
     return fd
 

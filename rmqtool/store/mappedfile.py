@@ -223,6 +223,7 @@ class MappedFile:
             chunk = self.mm[p : p + n]
             if chunk == _ZERO_CHUNK[:n]:
                 break
+            self.reserve()  # about to store into the mapping: no hole may be under it
             self.mm[p : p + n] = _ZERO_CHUNK[:n]
             p += n
 
@@ -242,10 +243,15 @@ class MappedFile:
 class MappedFileQueue:
     """The ordered files of one stream in one directory."""
 
-    def __init__(self, directory: Path, file_size: int, *, read_only: bool = False) -> None:
+    def __init__(self, directory: Path, file_size: int, *, read_only: bool = False,
+                 reserve_on_load: bool = True) -> None:
         self.directory = directory
         self.file_size = file_size
         self.read_only = read_only
+        # the last file of a loaded queue gets its blocks at load (the CommitLog), or before the
+        # first write into it (ConsumeQueues: thousands of queues of an older store, most never
+        # written again, would otherwise all be allocated in full at open)
+        self.reserve_on_load = reserve_on_load
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         # files made ahead of need (`preallocate`), not part of the stream until `new_file` takes them
@@ -262,7 +268,7 @@ class MappedFileQueue:
             mf = MappedFile(path, self.file_size, read_only=self.read_only)
             mf.wrote_position = mf.flushed_position = self.file_size  # fixed later by recovery
             self.files.append(mf)
-        if self.files and not self.read_only:
+        if self.files and not self.read_only and self.reserve_on_load:
             try:
                 self.files[-1].reserve()  # the file appends go to, and recovery reads to its end
             except BaseException:
@@ -380,7 +386,6 @@ class MappedFileQueue:
                 pos = offset - mf.from_offset
                 mf.wrote_position = mf.flushed_position = pos
                 if zero and not self.read_only:
-                    mf.reserve()
                     mf.zero_from(pos)
                 keep.append(mf)
             elif self.read_only:

@@ -1,10 +1,11 @@
 """A real full disk: `serve` on a 128 MB tmpfs (root only; unprivileged coverage: store/test_diskspace.py).
 
-A ballast file brings the disk near the warning ratio, then sync-flush sends fill it: sends get
+A ballast file brings the disk near the warning ratio, then sends (sync and async flush) fill it: sends get
 SERVICE_NOT_AVAILABLE ("the broker's disk is full") once usage passes
 diskSpaceWarningLevelRatio, serve stays up and answers pulls. With the disk 100 % full, serve is
-killed -9 and restarted (recovery on a full disk), `verify` and `inspect store` run on it, and a
-sparse file on the full tmpfs is read through `map_read_only` (a plain mapping dies of SIGBUS).
+killed -9 and restarted (recovery on a full disk), `verify` and `inspect` run on it and on a sparse
+copy of it (as an older rmqtool or a Java broker leaves files), and a sparse file on the full
+tmpfs is read through `map_read_only` (a plain mapping dies of SIGBUS).
 When the ballast goes, sends are taken again and every acknowledged message is intact.
 """
 
@@ -111,9 +112,10 @@ def _sparse_read_code(path: Path, safe: bool) -> int:
     return subprocess.run([sys.executable, "-c", code], env=rmqtool_env(), timeout=60).returncode
 
 
-def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path):
+@pytest.mark.parametrize("flush", ["sync", "async"])
+def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path, flush: str):
     store = tmpfs / "store"
-    serve = ServeProcess(store, conf=CONF, extra_args=("--flush", "sync"))
+    serve = ServeProcess(store, conf=CONF, extra_args=("--flush", flush))
     acked: list[int] = []
     try:
         w = Wire(serve.broker)
@@ -124,6 +126,9 @@ def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path):
         with open(sparse, "wb") as f:
             f.write(b"head")
             f.truncate(4 << 20)
+        # a copy of the store as an older rmqtool or a Java broker leaves it: every zero run a hole
+        sparse_store = tmpfs / "sparse-store"
+        subprocess.run(["cp", "-a", "--sparse=always", str(store), str(sparse_store)], check=True, timeout=60)
         ballast = tmpfs / "ballast"
         _fill(ballast, 0.86)
         # sends until the broker refuses them: RocketMQ's disk-full answer
@@ -152,7 +157,7 @@ def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path):
         assert _sparse_read_code(sparse, safe=True) == 0
         # kill -9 and restart on the full disk: abnormal recovery must not need a free block
         serve.stop(signal.SIGKILL)
-        serve = ServeProcess(store, conf=CONF, extra_args=("--flush", "sync"))
+        serve = ServeProcess(store, conf=CONF, extra_args=("--flush", flush))
         w = Wire(serve.broker)
         assert _pull_all(w) == [_body(k) for k in acked]
         assert _send(w, i).code == 14
@@ -164,10 +169,15 @@ def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path):
         assert v.returncode == 0, v.stdout + v.stderr
         s = _run("inspect", "store", str(store), "--json")
         assert s.returncode == 0 and "Traceback" not in s.stderr, s.stderr
+        # and of the sparse copy: reading its holes through a plain mapping would be SIGBUS here
+        v = _run("verify", str(sparse_store))
+        assert v.returncode == 0, v.stdout + v.stderr
+        s = _run("inspect", "commitlog", str(sparse_store / "commitlog"), "--json")
+        assert s.returncode == 0 and s.stdout.count("\n") == 20, s.stderr
         # space returns: sends are taken again
         ballast.unlink()
         sparse.unlink()
-        serve = ServeProcess(store, conf=CONF, extra_args=("--flush", "sync"))
+        serve = ServeProcess(store, conf=CONF, extra_args=("--flush", flush))
         w = Wire(serve.broker)
         for k in range(i, i + 50):
             assert _send(w, k).code == 0

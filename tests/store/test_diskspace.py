@@ -47,6 +47,7 @@ def test_reserve_blocks_writes_zeros_where_fallocate_is_not_supported(tmp_path, 
         st = os.fstat(fd)
         assert st.st_size == 3 << 20 and st.st_blocks * 512 >= 3 << 20
         assert os.lseek(fd, 0, os.SEEK_HOLE) == 3 << 20  # no hole left
+        assert os.pread(fd, 8, 0) == b"keep" + bytes(4)  # and the content is what it was
     finally:
         os.close(fd)
 
@@ -177,5 +178,68 @@ def test_cleanup_says_what_it_deleted_and_why(store_dir, caplog):
         size = cfg.mapped_file_size_commit_log
         assert f"{0:020d}..{2 * size:020d}" in text and f"offsets [0, {3 * size})" in text
         assert "disk pressure: used 0.88 > diskMaxUsedSpaceRatio 0.75, deleted regardless of age" in text
+    finally:
+        store.close()
+
+
+def _sparsify(path):
+    """Rewrite `path` as an older rmqtool (or a Java broker) left it: data, then a hole to the end."""
+    data = path.read_bytes().rstrip(b"\0")
+    size = path.stat().st_size
+    path.unlink()
+    with open(path, "wb") as f:
+        f.write(data)
+        f.truncate(size)
+
+
+def _has_hole(path) -> bool:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE) < os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def test_files_of_an_older_sparse_store_get_their_blocks_before_they_are_written(store_dir):
+    cfg = small_config(mapped_file_size_consume_queue=4000 * 20)
+    with MessageStore.open(store_dir, cfg) as store:
+        store.put_message(make_msg(0, topic="A"))
+        store.put_message(make_msg(1, topic="B"))
+    cl = next((store_dir / "commitlog").iterdir())
+    cq_a = next((store_dir / "consumequeue" / "A" / "0").iterdir())
+    cq_b = next((store_dir / "consumequeue" / "B" / "0").iterdir())
+    for p in (cl, cq_a, cq_b):
+        _sparsify(p)
+        assert _has_hole(p)
+    with MessageStore.open(store_dir, cfg) as store:
+        assert not _has_hole(cl)  # the CommitLog's last file: at load
+        assert _has_hole(cq_a) and _has_hole(cq_b)  # ConsumeQueues: not before they are written
+        assert store.put_message(make_msg(2, topic="A")).ok
+        assert not _has_hole(cq_a) and _has_hole(cq_b)
+        assert [m.body for m in store.get_message("A", 0, 0).messages] == [make_msg(0).body, make_msg(2).body]
+
+
+def test_cleanup_by_age_says_expired_and_a_round_that_deletes_nothing_is_silent(store_dir, caplog):
+    import datetime
+    import time
+
+    cfg = small_config(file_reserved_time=1, delete_file_batch_max=2)
+    store = MessageStore.open(store_dir, cfg, clock=Clock())
+    try:
+        for i in range(80):
+            store.put_message(make_msg(i, body_size=2000))
+        now = int(time.time() * 1000)
+        store.config.delete_when = f"{datetime.datetime.fromtimestamp(now / 1000).hour:02d}"
+        caplog.set_level(logging.WARNING, logger="rmqtool.store.cleanup")
+        assert store.clean_expired_files(now, disk_usage=lambda p: 0.10) == 0  # all files are young
+        assert not caplog.records
+        old = time.time() - 7200
+        for f in sorted((store_dir / "commitlog").iterdir())[:3]:
+            os.utime(f, (old, old))
+        assert store.clean_expired_files(now, disk_usage=lambda p: 0.10) == 2
+        (rec,) = caplog.records
+        assert rec.levelno == logging.WARNING
+        assert rec.getMessage().startswith(f"deleted 2 CommitLog file(s) {0:020d}..{65536:020d}, offsets [0, 131072): "
+                                           "expired: older than fileReservedTime 1 h")
     finally:
         store.close()

@@ -679,7 +679,12 @@ class TimerMessageStore:
                 delivered += self.dequeue(now)
                 self.warm_next_slot(now)
             except RmqError as e:  # a put failed: the offsets did not move, the next run retries
-                log.warning("timer service: %s; will retry", e)
+                # at most one line per 10 s: a full disk fails every run (each 10 ms) until space returns
+                self._put_failures = getattr(self, "_put_failures", 0) + 1
+                if now - getattr(self, "_put_failure_logged", -(1 << 62)) >= 10_000:
+                    log.warning("timer service: %s; will retry (%d failed runs)", e, self._put_failures)
+                    self._put_failure_logged = now
+                    self._put_failures = 0
             self.prepare_timer_checkpoint()
             self.timer_checkpoint.write()
             if now - self._last_flush >= self.flush_interval_ms:
