@@ -29,8 +29,8 @@ from rmqtool.broker.notify import CACHED_WINDOW_S, REAL_TIME_WINDOW_S, ConsumerI
 from rmqtool.broker.pop import PopProcessor, PopService
 from rmqtool.broker.pull import PullProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
-from rmqtool.broker.roles import RoleProcessor
 from rmqtool.broker.relay import ConsumerRelayProcessor
+from rmqtool.broker.roles import RoleProcessor
 from rmqtool.broker.send import SendProcessor
 from rmqtool.broker.slave import SYNC_CHECK_INTERVAL_S, SlaveSynchronize
 from rmqtool.broker.transaction import TransactionProcessor
