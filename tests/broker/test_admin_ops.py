@@ -182,6 +182,16 @@ def test_route_carries_order_conf_when_order_messages_are_enabled(serve, broker,
         namesrv.request(318, body=b"orderMessageEnable=false\n")
 
 
+def test_namesrv_topics_by_cluster_and_system_topics(serve, broker, namesrv):
+    broker.request(310, send_ext("AO_ByCluster", 0), b"x")
+    topics = fastjson.loads(namesrv.request(224, {"cluster": "DefaultCluster"}).body)["topicList"]
+    assert "AO_ByCluster" in topics
+    assert fastjson.loads(namesrv.request(224, {"cluster": "NoCluster"}).body)["topicList"] == []
+    sys_topics = fastjson.loads(namesrv.request(304).body)
+    assert sys_topics["topicList"][:2] == ["DefaultCluster", serve.broker_name]
+    assert sys_topics["brokerAddr"] == serve.broker
+
+
 def test_namesrv_wipe_and_add_write_perm(serve, broker, namesrv):
     broker.request(310, send_ext("AO_Wipe", 0), b"x")
     r = namesrv.request(205, {"brokerName": serve.broker_name})
