@@ -296,6 +296,12 @@ def outcome(name: str, res: dict, names: dict[str, str]) -> object:
     if base == "printMsg":  # one block per queue, in the order of a HashSet of the topic's queues
         blocks = [b for b in out.split("-" * 56) if b.strip()]
         return ("ok", {re.search(r"queueId=(\d+)", b).group(1): mask(b, names) for b in blocks})
+    if base.startswith("topicRoute"):  # the queue data unmasked: perms after updateTopicPerm / wipe / add
+        from rmqtool.remoting import fastjson
+
+        route = fastjson.loads(out)
+        return ("ok", sorted((q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]),
+                mask(out, names))
     if base == "consumerProgress":  # offsets unmasked: the clone and the reset are checked by them
         keep = {"consumerProgress": (2, 3, 4, 5), "consumerProgress2": (2, 4), "consumerProgress3": (2, 5)}[name]
         rows = [r.split() for r in out.splitlines() if r.startswith(names["TOPIC"] + " ")]
