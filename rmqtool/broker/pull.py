@@ -182,6 +182,7 @@ class PullProcessor:
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
             else:
                 self.stats["get"] += len(raw)
+                self.count_get(h.topic, h.consumerGroup, len(raw))
         # PullMessageResponseHeader(0, next, min, max).to_ext(), built directly
         ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(result.next_begin_offset),
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
