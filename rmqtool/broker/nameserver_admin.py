@@ -3,7 +3,8 @@
 PUT_KV_CONFIG 100, GET_KV_CONFIG 101, DELETE_KV_CONFIG 102, GET_KVLIST_BY_NAMESPACE 219 (what
 `mqadmin updateKvConfig / deleteKvConfig / updateOrderConf` and `updateTopic -o true` send),
 UPDATE_NAMESRV_CONFIG 318 / GET_NAMESRV_CONFIG 319, WIPE_WRITE_PERM_OF_BROKER 205 /
-ADD_WRITE_PERM_OF_BROKER 327 and DELETE_TOPIC_IN_NAMESRV 216, as Java's `DefaultRequestProcessor`
+ADD_WRITE_PERM_OF_BROKER 327, DELETE_TOPIC_IN_NAMESRV 216, GET_TOPICS_BY_CLUSTER 224 and
+GET_SYSTEM_TOPIC_LIST_FROM_NS 304 (the dashboard's topic page), as Java's `DefaultRequestProcessor`
 answers them, over `KVConfigManager` (persisted as `kvConfig.json`, `{"configTable": {namespace:
 {key: value}}}`, after every change, loaded at start) and the name server's `Configuration`
 (persisted as `namesrv.properties`). Java keeps both under `~/namesrv/`; serve keeps them under
@@ -37,9 +38,12 @@ GET_KVLIST_BY_NAMESPACE = 219
 UPDATE_NAMESRV_CONFIG = 318
 GET_NAMESRV_CONFIG = 319
 ADD_WRITE_PERM_OF_BROKER = 327
+GET_TOPICS_BY_CLUSTER = 224
+GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
 CODES = (PUT_KV_CONFIG, GET_KV_CONFIG, DELETE_KV_CONFIG, WIPE_WRITE_PERM_OF_BROKER, DELETE_TOPIC_IN_NAMESRV,
-         GET_KVLIST_BY_NAMESPACE, UPDATE_NAMESRV_CONFIG, GET_NAMESRV_CONFIG, ADD_WRITE_PERM_OF_BROKER)
+         GET_KVLIST_BY_NAMESPACE, UPDATE_NAMESRV_CONFIG, GET_NAMESRV_CONFIG, ADD_WRITE_PERM_OF_BROKER,
+         GET_TOPICS_BY_CLUSTER, GET_SYSTEM_TOPIC_LIST_FROM_NS)
 
 # NamesrvConfig / NettyServerConfig defaults of RocketMQ 5.3 (the keys getNamesrvConfig lists)
 NAMESRV_DEFAULTS: dict[str, str] = {
@@ -207,6 +211,12 @@ class NamesrvAdminProcessor:
             log.info("%s write perm of broker[%s]: %d topics", "wipe" if key[0] == "w" else "add",
                      ext.get("brokerName"), count)
             return cmd.response(ext_fields={key: str(count)})
+        if code == GET_TOPICS_BY_CLUSTER:
+            if self.conf.values.get("enableTopicList", "true").lower() != "true":
+                return cmd.response(ResponseCode.SYSTEM_ERROR, remark="disable")
+            return cmd.response(body=fastjson.dumpb(fastjson.bean(topicList=self.topics_by_cluster(ext.get("cluster", "")))))
+        if code == GET_SYSTEM_TOPIC_LIST_FROM_NS:
+            return cmd.response(body=fastjson.dumpb(self.system_topic_list()))
         if code == DELETE_TOPIC_IN_NAMESRV:
             self.delete_topic(ext.get("topic", ""), ext.get("clusterName") or None)
             return cmd.response()
@@ -235,6 +245,22 @@ class NamesrvAdminProcessor:
             qd.perm = (qd.perm & ~PERM_WRITE) if wipe else (PERM_READ | PERM_WRITE)
             count += 1
         return count
+
+    def topics_by_cluster(self, cluster: str) -> list[str]:
+        """`getTopicsByCluster`: topics with queue data on a broker of the cluster (none if unknown)."""
+        names = self.routes.cluster_addr_table.get(cluster, set())
+        return sorted(t for t, qds in self.routes.topic_queue_table.items() if any(n in qds for n in names))
+
+    def system_topic_list(self) -> dict[str, object]:
+        """`getSystemTopicList`: the cluster names and broker names (topics of their own), and the
+        address of one broker."""
+        topics: list[str] = []
+        for cluster, names in self.routes.cluster_addr_table.items():
+            topics.append(cluster)
+            topics.extend(sorted(names))
+        addr = next((next(iter(bd.brokerAddrs.values())) for bd in self.routes.broker_addr_table.values()
+                     if bd.brokerAddrs), None)
+        return fastjson.bean(brokerAddr=addr, topicList=topics)
 
     def delete_topic(self, topic: str, cluster: str | None) -> None:
         """`deleteTopic(topic[, cluster])`: the topic's queue data of that cluster's brokers, or all."""

@@ -182,6 +182,7 @@ class PullProcessor:
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
             else:
                 self.stats["get"] += len(raw)
+                self.count_get(h.topic, h.consumerGroup, len(raw))
         suggest = 0
         cluster = self.cluster
         if cluster.slave_read_enable or cluster.is_slave:

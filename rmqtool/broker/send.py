@@ -136,6 +136,7 @@ class SendProcessor:
 
         def done(result: Any) -> RemotingCommand:
             self.stats["put"] += 1
+            self.count_put(topic, 1)
             return self._send_response(cmd, result, queue_id, props.get(P.UNIQ_KEY))
 
         if props.get(P.TRAN_MSG) == "true":
@@ -184,6 +185,7 @@ class SendProcessor:
 
         def done(results: list[Any]) -> RemotingCommand:
             self.stats["put"] += len(msgs)
+            self.count_put(topic, len(msgs))
             if not results:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, remark="nothing stored")
             for r in results:

@@ -91,6 +91,13 @@ class ConsumerOffsetManager(ConfigManager):
                 del self.offset_table[key]
             self.dirty = True
 
+    def clean_offset_by_topic(self, topic: str) -> None:
+        """`cleanOffsetByTopic`: every group's offsets of `topic` (a deleted topic)."""
+        with self._lock:
+            for key in [k for k in self.offset_table if k.split(TOPIC_GROUP_SEPARATOR)[0] == topic]:
+                del self.offset_table[key]
+            self.dirty = True
+
     def persist(self) -> None:
         super().persist()
         self.dirty = False

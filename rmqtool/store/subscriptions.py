@@ -124,3 +124,13 @@ class SubscriptionGroupManager(ConfigManager):
             self.table.update(table)
             self.data_version = data_version
         self.persist()
+
+    def delete(self, group: str, *, persist: bool = True) -> bool:
+        """`deleteSubscriptionGroupConfig`: False when there was no such group."""
+        with self._lock:
+            if self.table.pop(group, None) is None:
+                return False
+            self.data_version.next_version(self.clock())
+        if persist:
+            self.persist()
+        return True

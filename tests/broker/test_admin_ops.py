@@ -182,6 +182,16 @@ def test_route_carries_order_conf_when_order_messages_are_enabled(serve, broker,
         namesrv.request(318, body=b"orderMessageEnable=false\n")
 
 
+def test_namesrv_topics_by_cluster_and_system_topics(serve, broker, namesrv):
+    broker.request(310, send_ext("AO_ByCluster", 0), b"x")
+    topics = fastjson.loads(namesrv.request(224, {"cluster": "DefaultCluster"}).body)["topicList"]
+    assert "AO_ByCluster" in topics
+    assert fastjson.loads(namesrv.request(224, {"cluster": "NoCluster"}).body)["topicList"] == []
+    sys_topics = fastjson.loads(namesrv.request(304).body)
+    assert sys_topics["topicList"][:2] == ["DefaultCluster", serve.broker_name]
+    assert sys_topics["brokerAddr"] == serve.broker
+
+
 def test_namesrv_wipe_and_add_write_perm(serve, broker, namesrv):
     broker.request(310, send_ext("AO_Wipe", 0), b"x")
     r = namesrv.request(205, {"brokerName": serve.broker_name})
@@ -198,6 +208,38 @@ def test_runtime_tps_windows_and_byte_counts():
     assert tps(samples, 10, "transferred") == "2.0"
     assert human_bytes(512) == "512 B" and human_bytes(1536) == "1.5 KiB"
     assert human_bytes(252 * 1024 ** 3) == "252.0 GiB"
+
+
+def test_view_broker_stats_counts_puts_and_gets(serve, broker):
+    for i in range(3):
+        broker.request(310, send_ext("AO_Stats", 0), f"m{i}".encode())
+    broker.request(200, body=b'{"groupName":"ao_stats"}')
+    assert broker.request(11, pull_ext("AO_Stats", "ao_stats", 0, 0)).code == 0
+
+    def stats(name: str, key: str) -> dict:
+        return fastjson.loads(broker.request(315, {"statsName": name, "statsKey": key}).body)
+
+    deadline = time.time() + 20  # the minute window counts from its next 10 s snapshot on
+    while stats("TOPIC_PUT_NUMS", "AO_Stats")["statsMinute"]["sum"] < 3 and time.time() < deadline:
+        time.sleep(0.5)
+    put = stats("TOPIC_PUT_NUMS", "AO_Stats")
+    assert set(put) == {"statsDay", "statsHour", "statsMinute"}
+    assert put["statsMinute"]["sum"] == 3 and put["statsMinute"]["tps"] > 0
+    assert stats("GROUP_GET_NUMS", "AO_Stats@ao_stats")["statsMinute"]["sum"] == 3
+    r = broker.request(315, {"statsName": "TOPIC_PUT_NUMS", "statsKey": "AO_NoSuch"})
+    assert (r.code, r.remark) == (1, "The stats <TOPIC_PUT_NUMS> <AO_NoSuch> not exist")
+
+
+def test_stats_item_windows():
+    from rmqtool.broker.admin.brokerstats import StatsItem
+
+    item = StatsItem(0)
+    item.add(5)
+    item.sample(10_000)
+    item.add(5, 2)
+    item.sample(20_000)
+    assert item.snapshot(0) == {"avgpt": 10 / 3, "sum": 10, "tps": 0.5}
+    assert item.snapshot(1) == {"avgpt": 0.0, "sum": 0, "tps": 0.0}  # no 10-minute snapshot yet
 
 
 def test_runtime_info_keys(serve, broker):

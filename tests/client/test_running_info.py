@@ -4,6 +4,7 @@ broker alike."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 from rmqtool.client import ConsumeStatus, Message, Producer, PushConsumer
@@ -13,11 +14,22 @@ from rmqtool.remoting.command import RemotingCommand
 
 def test_push_consumer_answers_running_info_through_the_broker(server, unique):
     topic, group = unique("Trun"), unique("grun")
+    consumed = threading.Event()
+
+    def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+        consumed.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
     with Producer(unique("pg"), server.namesrv) as p:
-        p.send(Message(topic, b"x"))
+        p.send(Message(topic, b"route"))
         consumer = PushConsumer(group, server.namesrv).subscribe(topic, "*")
-        consumer.register_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS).start()
+        consumer.register_listener(listener).start()
         try:
+            deadline = time.time() + 30
+            while not consumed.is_set() and time.time() < deadline:  # until a message went through
+                p.send(Message(topic, b"x"))
+                consumed.wait(1.0)
+            assert consumed.is_set()
             client_id = consumer.instance.client_id
             ask = {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}
             deadline = time.time() + 30

@@ -45,9 +45,9 @@ SERVE_GAPS: dict[str, str] = {
     "haStatus": "GET_BROKER_HA_STATUS (907) belongs to the replication work, not on this branch",
 }
 # Apache's 5.3.3 broker lists the topic itself among the topic's consumer groups here (a group that
-# nobody created, whose message tracks come out UNKNOWN, and a statsAll row); serve does not. Lines
-# naming that phantom group are left out of both outcomes.
-_PHANTOM = re.compile(r"MessageTrack \[consumerGroup=TOPIC, trackType=UNKNOWN.*?\)\]|^TOPIC TOPIC .*$", re.M | re.S)
+# nobody created, whose message tracks come out UNKNOWN); serve does not. Lines naming that phantom
+# group are left out of both outcomes.
+_PHANTOM = re.compile(r"MessageTrack \[consumerGroup=TOPIC, trackType=UNKNOWN.*?\)\]", re.S)
 
 
 @dataclass
@@ -117,7 +117,7 @@ def plan(n: dict[str, str], files: Path) -> list[tuple[str, tuple[str, ...]]]:
         ("setConsumeMode", ("setConsumeMode", "-b", a, "-t", t, "-g", g2, "-m", "POP", "-q", "2")),
         ("cloneGroupOffset", ("cloneGroupOffset", "-s", g, "-d", g2, "-t", t)),
         ("cloneGroupOffsetMissing", ("cloneGroupOffset", "-s", g, "-d", g2 + "_NONE", "-t", t)),
-        ("consumerProgress2", ("consumerProgress", "-g", g2)),
+        ("consumerProgress2", ("consumerProgress", "-g", g2, "-t", t)),
         ("updateBrokerConfig", ("updateBrokerConfig", "-b", a, "-k", "maxMessageSize", "-v", "1048577")),
         ("getBrokerConfig2", ("getBrokerConfig", "-b", a)),
         ("updateNamesrvConfig", ("updateNamesrvConfig", "-k", "clusterTest", "-v", "true")),
@@ -129,7 +129,7 @@ def plan(n: dict[str, str], files: Path) -> list[tuple[str, tuple[str, ...]]]:
         ("updateOrderConfDelete", ("updateOrderConf", "-t", t, "-m", "delete")),
         ("resetOffsetByTime", ("resetOffsetByTime", "-g", g2, "-t", t, "-s", "now")),
         ("skipAccumulatedMessage", ("skipAccumulatedMessage", "-g", g2, "-t", t)),
-        ("consumerProgress3", ("consumerProgress", "-g", g2)),
+        ("consumerProgress3", ("consumerProgress", "-g", g2, "-t", t)),
         ("updateColdDataFlowCtrGroupConfig", ("updateColdDataFlowCtrGroupConfig", "-b", a, "-g", g2, "-v", "1000")),
         ("removeColdDataFlowCtrGroupConfig", ("removeColdDataFlowCtrGroupConfig", "-b", a, "-g", g2)),
         ("setCommitLogReadAheadMode", ("setCommitLogReadAheadMode", "-b", a, "-m", "1")),
@@ -286,9 +286,8 @@ def outcome(name: str, res: dict, names: dict[str, str]) -> object:
         return ("ok", sorted(f), f.get("clusterTest"))
     if base == "topicList":
         return ("ok", sorted(t for t in mask(out, names).split() if t in names or "%" in t))
-    if base == "statsAll":  # TPS are timing; the rows and their accumulation are not
-        return ("ok", sorted(" ".join(r.split()[:3]) for r in _PHANTOM.sub("", mask(out, names)).splitlines()
-                             if r.strip()))
+    if base == "statsAll":  # its rows come and go with timing on Apache's broker too: the header only
+        return ("ok", mask(out, names).splitlines()[:1])
     if base == "clusterList":
         rows = [r.split() for r in out.splitlines()[1:] if names["ADDR"] in r]
         return ("ok", [(len(r), r[0] == names["CLUSTER"], r[-1], "nullms" in " ".join(r)) for r in rows])
@@ -297,9 +296,19 @@ def outcome(name: str, res: dict, names: dict[str, str]) -> object:
     if base == "printMsg":  # one block per queue, in the order of a HashSet of the topic's queues
         blocks = [b for b in out.split("-" * 56) if b.strip()]
         return ("ok", {re.search(r"queueId=(\d+)", b).group(1): mask(b, names) for b in blocks})
+    if base.startswith("topicRoute"):  # the queue data unmasked: perms after updateTopicPerm / wipe / add
+        from rmqtool.remoting import fastjson
+
+        route = fastjson.loads(out)
+        return ("ok", sorted((q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in route["queueDatas"]),
+                mask(out, names))
+    if base == "consumerProgress":  # offsets unmasked: the clone and the reset are checked by them
+        keep = {"consumerProgress": (2, 3, 4, 5), "consumerProgress2": (2, 4), "consumerProgress3": (2, 5)}[name]
+        rows = [r.split() for r in out.splitlines() if r.startswith(names["TOPIC"] + " ")]
+        return ("ok", sorted(tuple(r[i] for i in keep) for r in rows))
     if base in ("producer", "consumerConnection"):  # HashMap order of names that differ per broker
         return ("ok", sorted(mask(out, names).splitlines()))
-    return ("ok", _PHANTOM.sub("", mask(out, names)).strip())
+    return ("ok", "\n".join(line for line in _PHANTOM.sub("", mask(out, names)).splitlines() if line.strip()))
 
 
 _RUNS: dict[str, Run | Exception] = {}
@@ -317,6 +326,9 @@ def _run(broker, tmp_path_factory) -> Run:
     return r
 
 
+# what fails on Apache's broker too, by design of the plan: the trace topic is off, a missing group
+# refused, a deleted topic gone
+REFERENCE_FAILURES = {"queryMsgTraceById", "cloneGroupOffsetMissing", "topicRouteDeleted"}
 _PLACEHOLDERS = ("HOME", "ADDR", "CLUSTER", "BNAME", "TOPIC", "TOPIC2", "TOPIC3", "GROUP", "GROUP2", "PGROUP", "MSGID",
                  "KVNS", "KEY")
 CHECKS = [name for name, _ in plan({k: k for k in _PLACEHOLDERS}, Path("files"))]
@@ -330,5 +342,7 @@ def test_same_outcome(name, apache_broker, rmqtool_serve, tmp_path_factory, requ
     if name in SERVE_GAPS:
         request.applymarker(pytest.mark.xfail(reason=SERVE_GAPS[name], strict=False))
     want = outcome(name, ref.out[name], ref.names)
+    # the reference itself: a command that fails on Apache's broker too would compare nothing
+    assert (want[0] == "failed") == (name in REFERENCE_FAILURES), f"apache: {ref.out[name]}"
     have = outcome(name, got.out[name], got.names)
     assert have == want, f"serve: {got.out[name]}\napache: {ref.out[name]}"

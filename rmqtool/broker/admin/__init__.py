@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from rmqtool.broker.admin.brokerstats import BrokerStatsProcessor
 from rmqtool.broker.admin.clients import ClientAdminProcessor
 from rmqtool.broker.admin.config import ConfigProcessor
 from rmqtool.broker.admin.groups import GroupAdminProcessor
@@ -23,11 +24,12 @@ __all__ = ["AdminProcessor", "BROKER_VERSION", "BROKER_VERSION_DESC"]
 
 
 class AdminProcessor(QueryProcessor, RuntimeInfoProcessor, ConfigProcessor, GroupAdminProcessor,
-                     ClientAdminProcessor, MaintenanceProcessor, ReplyProcessor):
+                     ClientAdminProcessor, MaintenanceProcessor, ReplyProcessor, BrokerStatsProcessor):
     def admin_handlers(self: Any) -> dict[int, Callable[..., Awaitable[Any]]]:
         """The codes of this package, beside those the controller lists itself."""
         return {
             R.GET_BROKER_RUNTIME_INFO: self.process_broker_runtime_info,
+            R.VIEW_BROKER_STATS_DATA: self.process_view_broker_stats,
             R.GET_BROKER_CONFIG: self.process_get_broker_config,
             R.UPDATE_BROKER_CONFIG: self.process_update_broker_config,
             R.UPDATE_AND_CREATE_TOPIC_LIST: self.process_update_and_create_topic_list,

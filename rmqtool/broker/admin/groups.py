@@ -87,11 +87,7 @@ class GroupAdminProcessor:
         log.info("deleteSubscriptionGroup %s (cleanOffset %s) from %s", group, clean, conn.peer)
 
         def delete() -> None:
-            subs = self.local.subscriptions
-            with subs._lock:
-                if subs.table.pop(group, None) is not None:
-                    subs.data_version.next_version(self.clock())
-            subs.persist()
+            self.local.subscriptions.delete(group)
             if clean:
                 self.local.offsets.remove_offset(group)
                 self.local.offsets.persist()

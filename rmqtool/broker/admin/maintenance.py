@@ -100,7 +100,7 @@ class MaintenanceProcessor:
         def delete() -> None:
             for t in doomed:
                 self.local.topics.delete(t)
-                _clean_offsets_by_topic(offsets, t)
+                offsets.clean_offset_by_topic(t)
             offsets.persist()
             topicdelete.delete_topics(self.store, doomed)
 
@@ -238,12 +238,3 @@ class MaintenanceProcessor:
     async def process_reset_master_flush_offset(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response()  # brokerId 0: nothing to do, as Java's master
 
-
-def _clean_offsets_by_topic(offsets: Any, topic: str) -> None:
-    """`cleanOffsetByTopic`."""
-    from rmqtool.store.offsets import TOPIC_GROUP_SEPARATOR
-
-    with offsets._lock:
-        for key in [k for k in offsets.offset_table if k.split(TOPIC_GROUP_SEPARATOR)[0] == topic]:
-            del offsets.offset_table[key]
-        offsets.dirty = True

@@ -226,8 +226,9 @@ class RuntimeInfoProcessor:
         return rs
 
     def sample_runtime_stats(self: Any) -> None:
-        """Once a second (`StoreStatsService.sampling`)."""
+        """Once a second (`StoreStatsService.sampling`), and the stats items' snapshots when due."""
         self.runtime_stats.sample()
+        self.broker_stats.sample()
 
     async def process_broker_runtime_info(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         table = await self.run(self.runtime_stats.table)
