@@ -99,7 +99,10 @@ class RouteInfoManager:
         bd.brokerAddrs[broker_id] = addr
         prev = self.broker_live_table.get(addr)
         changed = prev is None or prev.data_version != data_version
-        if broker_id == 0 and topics is not None and (changed or first):
+        # RouteInfoManager.registerBroker: the master's topics, or those of the "prime slave" (the
+        # lowest id of a group without a live master), so a group whose master is gone keeps its routes
+        prime_slave = broker_id != 0 and broker_id == min(bd.brokerAddrs)
+        if (broker_id == 0 or prime_slave) and topics is not None and (changed or first):
             for tc in topics.values():
                 self.topic_queue_table.setdefault(tc.topicName, {})[name] = QueueData(
                     name, tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag)
