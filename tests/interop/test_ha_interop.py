@@ -150,7 +150,7 @@ def test_rmqtool_slave_of_an_apache_master(tmp_path):
     slave_proc = None
     try:
         slave_proc, slave_ns, slave_broker = serve(
-            tmp_path / "slave", f"brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress=127.0.0.1:{ha_port}\n")
+            tmp_path / "slave", f"brokerRole=SLAVE\nbrokerId=1\nslaveReadEnable=true\nhaMasterAddress=127.0.0.1:{ha_port}\n")
         create_topic(master.broker, TOPIC, 4)
         create_topic(slave_broker, TOPIC, 4)
         expected = {warm_up(master.namesrv, master.broker, slave_broker)} | mixed_load(master.namesrv)
