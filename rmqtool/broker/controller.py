@@ -189,9 +189,13 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
                                                    name="slave-synchronize"))
         self._tasks.extend(self.pop.start())
         if self.registrar is not None:
-            first = asyncio.create_task(self.register_remote(force=True), name="register-remote-first")
-            self._bg.add(first)
-            first.add_done_callback(self._bg.discard)
+            # BrokerController.start registers once before the broker counts as started, so a
+            # slave started right after its master finds it in the name server's answer (each
+            # name server bounded by the registrar's timeout; a failure is logged, not raised)
+            try:
+                await self.register_remote(force=True)
+            except Exception:  # noqa: BLE001 - registration never stops the broker
+                log.exception("first registration with the name servers failed")
 
     async def stop(self) -> None:
         # the periodic jobs stop first: a registration (or, with forceRegister=false, a

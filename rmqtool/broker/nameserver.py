@@ -48,6 +48,7 @@ from rmqtool.remoting.transport import Connection
 
 log = logging.getLogger("rmqtool.namesrv")
 
+PERM_WRITE = 2
 # Java's DEFAULT_BROKER_CHANNEL_EXPIRED_TIME: the timeout of a broker whose registration names none
 DEFAULT_BROKER_CHANNEL_EXPIRED_TIME = 120_000
 
@@ -82,11 +83,13 @@ class RouteInfoManager:
 
     def register_broker(self, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str,
                         topics: dict[str, TopicConfig] | None, data_version: DataVersion,
-                        conn: Connection | None = None,
-                        heartbeat_timeout_millis: int | None = None) -> tuple[str | None, str | None]:
+                        conn: Connection | None = None, heartbeat_timeout_millis: int | None = None,
+                        enable_acting_master: bool | None = False) -> tuple[str | None, str | None]:
         """`registerBroker`; `heartbeat_timeout_millis` None (no header field) means the 120 s default.
 
-        Returns the RegisterBrokerResult's (haServerAddr, masterAddr): for a slave (id != 0) the
+        Topics come from the master (id 0) or, from a 5.x broker (`enable_acting_master` not None),
+        the prime slave: the lowest id of its group, which a slave is while its master is not
+        registered. Returns the RegisterBrokerResult's (haServerAddr, masterAddr): for a slave the
         HA address and address of its live master, else (None, None), as Java answers."""
         self.cluster_addr_table.setdefault(cluster, set()).add(name)
         bd = self.broker_addr_table.get(name)
@@ -100,10 +103,13 @@ class RouteInfoManager:
         bd.brokerAddrs[broker_id] = addr
         prev = self.broker_live_table.get(addr)
         changed = prev is None or prev.data_version != data_version
-        if broker_id == 0 and topics is not None and (changed or first):
+        prime_slave = enable_acting_master is not None and broker_id != 0 and broker_id == min(bd.brokerAddrs)
+        if (broker_id == 0 or prime_slave) and topics is not None and (changed or first):
+            # an acting master (a prime slave with enableActingMaster) is listed read-only
+            wipe = PERM_WRITE if prime_slave and enable_acting_master else 0
             for tc in topics.values():
                 self.topic_queue_table.setdefault(tc.topicName, {})[name] = QueueData(
-                    name, tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag)
+                    name, tc.readQueueNums, tc.writeQueueNums, tc.perm & ~wipe, tc.topicSysFlag)
             # topics this master no longer has lose its queue data
             for topic in list(self.topic_queue_table):
                 if topic not in topics and name in self.topic_queue_table[topic]:
@@ -289,7 +295,7 @@ class NameServerProcessor:
         w = body.topicConfigSerializeWrapper
         ha_addr, master = self.routes.register_broker(h.clusterName, h.brokerAddr, h.brokerName, h.brokerId,
                                                       h.haServerAddr, w.topicConfigTable, w.dataVersion, conn,
-                                                      h.heartbeatTimeoutMillis)
+                                                      h.heartbeatTimeoutMillis, h.enableActingMaster)
         resp = RegisterBrokerResponseHeader(ha_addr, master)
         return cmd.response(ext_fields=resp.to_ext(), body=fastjson.dumpb(KVTable()))
 

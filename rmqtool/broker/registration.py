@@ -94,7 +94,7 @@ class NameServerRegistrar:
         body = fastjson.dumpb(RegisterBrokerBody(wrapper, []).to_json_obj())
         header = RegisterBrokerRequestHeader(ident.broker_name, ident.broker_addr, ident.cluster_name,
                                              ident.ha_server_addr, ident.broker_id, compressed=False,
-                                             bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF)
+                                             bodyCrc32=zlib.crc32(body) & 0x7FFFFFFF, enableActingMaster=False)
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), body)
 
     async def register_all(self, wrapper: TopicConfigSerializeWrapper) -> int:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rmqtool.errors import RemotingError
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
@@ -111,8 +112,8 @@ class SlaveSynchronize:
 
         try:
             data = await self._get_json(vip_channel(master), RequestCode.GET_ALL_TOPIC_CONFIG)
-        except OSError:
-            data = await self._get_json(master, RequestCode.GET_ALL_TOPIC_CONFIG)  # no VIP port there
+        except (OSError, RemotingError):  # no VIP port there: the master's own
+            data = await self._get_json(master, RequestCode.GET_ALL_TOPIC_CONFIG)
         topics = self.local.topics
         version = DataVersion.from_json(data.get("dataVersion"))
         if _same_version(topics.data_version, version):

@@ -162,6 +162,9 @@ class RegisterBrokerRequestHeader(Header):
     compressed: bool | None = None
     bodyCrc32: int | None = None
     heartbeatTimeoutMillis: int | None = None
+    # `@CFNullable Boolean`: every 5.x broker sends it (its enableSlaveActingMaster); a name server
+    # takes it missing as a pre-5 broker, whose slaves never register topics
+    enableActingMaster: bool | None = None
 
 
 @dataclass

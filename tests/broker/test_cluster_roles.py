@@ -276,3 +276,17 @@ def test_master_answers_the_timer_tables_a_java_slave_follows(group):
     finally:
         mw.close()
         sw.close()
+
+
+def test_namesrv_only_serves_routes_alone_and_stops_cleanly(tmp_path):
+    p, ns = start_namesrv(tmp_path)
+    try:
+        w = Wire(ns)
+        assert w.request(RequestCode.GET_BROKER_CLUSTER_INFO).code == 0
+        r = w.request(RequestCode.SEND_MESSAGE_V2, send_ext("T", 0), b"x")  # no broker in this process
+        assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        w.close()
+    finally:
+        assert p.stop() == 0
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert lines == [f"rmqtool serve: name server {ns}"], lines

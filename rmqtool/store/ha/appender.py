@@ -218,45 +218,48 @@ class ReplicaAppender:
                 if pos >= fs:
                     offset = base + fs
                     continue
-                avail = mf.wrote_position - pos
-                if avail < 8:
-                    break
+                wrote = mf.wrote_position
                 mv = memoryview(mf.mm)
                 try:
-                    size, magic = _II.unpack_from(mv, pos)
-                    if magic == BLANK_MAGIC_CODE:
-                        if size != fs - pos:
-                            raise ReplicaError(f"end-of-file blank at {offset} is {size} bytes, the file leaves "
-                                               f"{fs - pos}: the master's CommitLog file size differs from this "
-                                               "store's")
-                        offset = base + fs
-                        continue
-                    if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or size < 91 or size > fs - pos:
-                        raise ReplicaError(f"the master sent no valid record at offset {offset} (size {size}, "
-                                           f"magic {magic:#x})")
-                    if size > avail:
-                        break  # the rest comes with the next transfer
-                    total, _tp, _tl, _q, _qo, sys_flag = check_record_fast(mv, pos, pos + size, False)
-                    if total != size:
-                        raise ReplicaError(f"the master's record at offset {offset} does not check "
-                                           "(checkMessageAndReturnSize)")
-                    req = request_from_record(mv, pos, offset, levels)
+                    while wrote - pos >= 8:  # the records of this file, one view for all
+                        size, magic = _II.unpack_from(mv, pos)
+                        if magic == BLANK_MAGIC_CODE:
+                            if size != fs - pos:
+                                raise ReplicaError(f"end-of-file blank at {offset} is {size} bytes, the file "
+                                                   f"leaves {fs - pos}: the master's CommitLog file size differs "
+                                                   "from this store's")
+                            pos = fs
+                            offset = base + fs
+                            break
+                        if magic not in (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2) or size < 91 or size > fs - pos:
+                            raise ReplicaError(f"the master sent no valid record at offset {offset} (size {size}, "
+                                               f"magic {magic:#x})")
+                        if size > wrote - pos:
+                            break  # the rest comes with the next transfer
+                        total, _tp, _tl, _q, _qo, sys_flag = check_record_fast(mv, pos, pos + size, False)
+                        if total != size:
+                            raise ReplicaError(f"the master's record at offset {offset} does not check "
+                                               "(checkMessageAndReturnSize)")
+                        req = request_from_record(mv, pos, offset, levels)
+                        tran = sys_flag & TRANSACTION_TYPE_MASK
+                        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
+                            key = (req.topic, req.queue_id)
+                            table[key] = req.consume_queue_offset + 1
+                            queue = units.get(key)
+                            if queue is None:
+                                units[key] = queue = []
+                            queue.append((offset, size, req.tags_code, req.consume_queue_offset))
+                            last_cq_ts = req.store_timestamp
+                        if indexing and tran != TRANSACTION_ROLLBACK_TYPE:
+                            index_records.append((req.topic, offset, req.store_timestamp, req.uniq_key, req.keys))
+                        cl.last_store_timestamp = req.store_timestamp
+                        self.records += 1
+                        offset += size
+                        pos += size
                 finally:
                     mv.release()
-                tran = sys_flag & TRANSACTION_TYPE_MASK
-                if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-                    key = (req.topic, req.queue_id)
-                    table[key] = req.consume_queue_offset + 1
-                    queue = units.get(key)
-                    if queue is None:
-                        units[key] = queue = []
-                    queue.append((offset, size, req.tags_code, req.consume_queue_offset))
-                    last_cq_ts = req.store_timestamp
-                if indexing and tran != TRANSACTION_ROLLBACK_TYPE:
-                    index_records.append((req.topic, offset, req.store_timestamp, req.uniq_key, req.keys))
-                cl.last_store_timestamp = req.store_timestamp
-                self.records += 1
-                offset += size
+                if pos < fs:
+                    break  # this file's write position: nothing more yet
         finally:
             self.dispatch_from = offset
             find = store.cqs.find_or_create
