@@ -83,12 +83,17 @@ async def _send_for(addr: str, conns: int, *, seconds: float | None = None, coun
 
 
 async def _max_offset(addr: str) -> int:
-    conn = await connect(addr)
-    try:
-        r = await conn.request(RemotingCommand.request(28), 10)
-        return int(json.loads(r.body)["table"]["commitLogMaxOffset"])
-    finally:
-        await conn.close()
+    """commitLogMaxOffset of GET_BROKER_RUNTIME_INFO; a broker still starting may answer without it."""
+    for _ in range(100):
+        conn = await connect(addr)
+        try:
+            r = await conn.request(RemotingCommand.request(28), 10)
+        finally:
+            await conn.close()
+        if r.code == 0 and r.body:
+            return int(json.loads(r.body)["table"]["commitLogMaxOffset"])
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"{addr} answers GET_BROKER_RUNTIME_INFO with {r.code} {r.remark}")
 
 
 def max_offset(addr: str) -> int:
