@@ -216,6 +216,29 @@ class IndexFile:
 
     flush_header = _write_header
 
+    def roll_back_past_header(self) -> int:
+        """Undo the keys of a put the writer died in: entries at or past the header's indexCount.
+
+        `putKey` writes an entry (holding its slot's previous value) before pointing the slot
+        at it, and the header after all of a record's (or a batch's) keys; so after a process
+        crash with the page cache intact, walking the written-but-uncounted entries newest
+        first and giving each slot that points at one its entry's previous value restores the
+        file exactly as its header describes it. Returns how many entries were cleared.
+        """
+        mm, base, count, slots = self.mm, self.entries_base, self.index_count, self.hash_slot_num
+        end = count
+        while end < self.index_num and any(mm[base + end * INDEX_ENTRY_SIZE : base + (end + 1) * INDEX_ENTRY_SIZE]):
+            end += 1
+        for pos in range(end - 1, count - 1, -1):
+            key_hash, _phy, _diff, prev = INDEX_ENTRY.unpack_from(mm, base + pos * INDEX_ENTRY_SIZE)
+            if key_hash >= 0:
+                slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE
+                if _I32.unpack_from(mm, slot_pos)[0] == pos:
+                    _pack_i32(mm, slot_pos, prev if 0 <= prev < count else 0)
+        if end > count:
+            mm[base + count * INDEX_ENTRY_SIZE : base + end * INDEX_ENTRY_SIZE] = bytes((end - count) * INDEX_ENTRY_SIZE)
+        return end - count
+
     def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int,
                  key_hashes: list[int] | None = None) -> int:
         """`putKey` for each of one record's keys, header written once; returns how many fit.
@@ -301,11 +324,15 @@ class IndexService:
         self.read_only = read_only
         self.files: list[IndexFile] = []
 
-    def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> None:
+    def load(self, last_exit_ok: bool, index_msg_timestamp: int, *, page_cache_intact: bool = False) -> None:
         """Open every file; after a crash, files newer than the checkpoint are destroyed (rebuilt by dispatch).
 
         An empty file is what a kill between `open(O_CREAT)` and `ftruncate` leaves: it is
         skipped (and removed when writable), as MappedFileQueue drops an empty last file.
+        With `page_cache_intact` (only the writing process crashed: `abort_from_this_boot`)
+        the files are kept instead and the last one rolled back to its header
+        (`roll_back_past_header`), so recovery re-indexes only what lies past its endPhyOffset
+        instead of everything since the last full file.
         """
         if not self.directory.is_dir():
             return
@@ -316,10 +343,13 @@ class IndexService:
                     path.unlink()
                 continue
             f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
-            if not last_exit_ok and not self.read_only and f.end_timestamp > index_msg_timestamp:
+            if (not last_exit_ok and not self.read_only and not page_cache_intact
+                    and f.end_timestamp > index_msg_timestamp):
                 f.destroy()
                 continue
             self.files.append(f)
+        if self.files and not last_exit_ok and not self.read_only and page_cache_intact:
+            self.files[-1].roll_back_past_header()
         if self.files and not self.read_only:
             last = self.files[-1]
             try:  # new keys go to the last file: its holes must be real blocks before they are stored into

@@ -49,7 +49,7 @@ from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_record
 from rmqtool.store.flush import FlushService
 from rmqtool.store.index import IndexService
-from rmqtool.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
+from rmqtool.store.lockfile import StoreLock, abort_from_this_boot, abort_path, create_abort, remove_abort
 from rmqtool.store.reads import GetMessageResult, GetMessageStatus, get_message
 from rmqtool.store.runningflags import RunningFlags
 
@@ -160,7 +160,8 @@ class MessageStore:
             self.commitlog.load()
             self.cqs.load()
             if self.index is not None:
-                self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+                self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp,
+                                page_cache_intact=not self.last_exit_ok and abort_from_this_boot(self.root))
             self._recover()
             if not self.read_only:
                 create_abort(self.root)
@@ -259,8 +260,11 @@ class MessageStore:
                 return True
         index = self.index
         if index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+            # endPhyOffset is the last record whose keys are all in (the header is written after
+            # them), so only records past it are re-indexed; an empty file has indexed nothing
             last = index.files[-1] if index.files else None
-            if last is None or last.index_count >= last.index_num or offset >= last.end_phy_offset:
+            if (last is None or last.index_count >= last.index_num or last.index_count <= 1
+                    or offset > last.end_phy_offset):
                 return True
         return False
 
