@@ -24,6 +24,7 @@ from rmqtool.layouts.constants import (
     STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_TYPE_MASK,
 )
+from rmqtool.layouts.crc import crc32
 from rmqtool.layouts.msgid import create_offset_msg_id
 from rmqtool.layouts.net import Host, pack_host, unpack_host
 
@@ -33,7 +34,7 @@ _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 _I8 = struct.Struct(">b")
 _MID = struct.Struct(">iqi")  # reconsumeTimes, preparedTransactionOffset, bodyLength
-_crc32 = zlib.crc32
+_crc32 = crc32
 
 QUEUE_OFFSET_POSITION = 20
 PHY_POS_POSITION = 28
@@ -43,7 +44,7 @@ BORN_TIMESTAMP_POSITION = 40
 
 def body_crc(body: bytes) -> int:
     """`UtilAll.crc32(body)`: zlib CRC-32 masked to 31 bits."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 @dataclass(slots=True)

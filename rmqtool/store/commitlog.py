@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import struct
 import threading
-import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from rmqtool.layouts.constants import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_TYPE_MASK,
 )
+from rmqtool.layouts.crc import crc32
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
 from rmqtool.store.mappedfile import MappedFile, MappedFileQueue
 
@@ -38,7 +38,7 @@ _unpack_head = _HEAD.unpack_from
 _unpack_mid = struct.Struct(">iqi").unpack_from  # reconsumeTimes, preparedTransactionOffset, bodyLength
 _unpack_i16 = struct.Struct(">h").unpack_from
 _unpack_i8 = struct.Struct(">b").unpack_from
-_crc32 = zlib.crc32
+_crc32 = crc32
 _BLANK_RESULT = -1
 _BAD_RESULT = -2
 
@@ -110,7 +110,7 @@ _V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 
 def _scan_file(mv: memoryview, pos: int, file_size: int, base: int, check_crc: bool,
                on_record: Callable[[memoryview, int, int], None] | None,
-               needs_dispatch: NeedsDispatch | None) -> tuple[int, int]:
+               needs_dispatch: NeedsDispatch | None, dispatch_from: int = 0) -> tuple[int, int]:
     """`scan_valid` over one file from `pos`: (position reached, last result of the check).
 
     Recovery spends its time here, once per record, so the usual record (magic V1, IPv4
@@ -135,7 +135,7 @@ def _scan_file(mv: memoryview, pos: int, file_size: int, base: int, check_crc: b
                 props_len = rec_end - q - 2
                 if topic_len < 128 and 0 <= props_len < 0x8000 and mv[q] == props_len >> 8 and (
                         mv[q + 1] == props_len & 0xFF):
-                    if on_record is not None:
+                    if on_record is not None and pos >= dispatch_from:
                         if needs_dispatch is None:
                             on_record(mv, pos, base + pos)
                         else:
@@ -152,7 +152,7 @@ def _scan_file(mv: memoryview, pos: int, file_size: int, base: int, check_crc: b
         total, topic_pos, topic_len, queue_id, queue_offset, sys_flag = check_record_fast(mv, pos, file_size, check_crc)
         if total < 0:
             return pos, total
-        if on_record is not None and (
+        if on_record is not None and pos >= dispatch_from and (
                 needs_dispatch is None
                 or needs_dispatch(base + pos, str(mv[topic_pos : topic_pos + topic_len], "utf-8", "replace"),
                                   queue_id, queue_offset, sys_flag, total)):
@@ -313,14 +313,15 @@ class CommitLog:
 
     # -- recovery ---------------------------------------------------------------------------------
     def scan_valid(self, start: int, *, check_crc: bool, on_record: Callable[[memoryview, int, int], None] | None,
-                   needs_dispatch: NeedsDispatch | None = None) -> int:
+                   needs_dispatch: NeedsDispatch | None = None, dispatch_from: int = 0) -> int:
         """Check every record from `start` as `checkMessageAndReturnSize`; returns processOffset.
 
         Files are read in full (their write positions are not known yet). The scan stops at
         the first record that fails (bad magic, CRC, size, truncation, or the zero tail);
         a blank moves on to the next file if there is one. Records are checked with
         `check_record_fast`; only those `needs_dispatch` accepts (all, without it) are handed
-        to `on_record(file_view, position_in_file, commit_log_offset)`.
+        to `on_record(file_view, position_in_file, commit_log_offset)`, and none before
+        `dispatch_from` (checked, not offered).
         """
         files = self.mfq.files
         if not files:
@@ -335,7 +336,8 @@ class CommitLog:
             base = mf.from_offset
             mv = memoryview(mf.mm)
             try:
-                pos, total = _scan_file(mv, offset - base, file_size, base, check_crc, on_record, needs_dispatch)
+                pos, total = _scan_file(mv, offset - base, file_size, base, check_crc, on_record, needs_dispatch,
+                                        dispatch_from - base)
             finally:
                 mv.release()
             if total == _BAD_RESULT:

@@ -161,7 +161,7 @@ class MessageStore:
             self.cqs.load()
             if self.index is not None:
                 self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp,
-                                page_cache_intact=not self.last_exit_ok and abort_from_this_boot(self.root))
+                                page_cache_intact=self._page_cache_intact())
             self._recover()
             if not self.read_only:
                 create_abort(self.root)
@@ -210,6 +210,13 @@ class MessageStore:
             start = cl.recover_start_abnormal(min_ts)
             dispatch_from = start
             needs_dispatch = self._needs_redispatch
+            if self._page_cache_intact() and self.index is not None and self.index.files:
+                # records are dispatched in CommitLog order, ConsumeQueue units before index keys,
+                # so with every mapped write still there, each record up to the last index
+                # file's endPhyOffset has its units and keys: only those past it are looked at
+                last = self.index.files[-1]
+                if last.index_count > 1:
+                    dispatch_from = max(dispatch_from, last.end_phy_offset + 1)
         on_record = None
         if not self.read_only:
             dispatcher, levels = self.dispatcher, self.delay_levels_ms
@@ -219,7 +226,7 @@ class MessageStore:
                     dispatcher.dispatch(request_from_record(buf, pos, commit_log_offset, levels))
 
         process = cl.scan_valid(start, check_crc=self.config.check_crc_on_recover, on_record=on_record,
-                                needs_dispatch=needs_dispatch)
+                                needs_dispatch=needs_dispatch, dispatch_from=dispatch_from)
         cl.truncate(process)
         self.cqs.truncate_dirty(process)
         cl.topic_queue_table = self.cqs.queue_offset_table()
@@ -228,6 +235,10 @@ class MessageStore:
             last = cl.mfq.files[-1]
             ts = cl.first_record_timestamp(last)
             cl.last_store_timestamp = ts or 0
+
+    def _page_cache_intact(self) -> bool:
+        """After a crash: did only the writing process die (`abort_from_this_boot`)?"""
+        return not self.last_exit_ok and not self.read_only and abort_from_this_boot(self.root)
 
     def _cq_end_verified(self, max_phy_in_cq: int) -> bool:
         """Does the newest CQ unit point at a real record (magic and size)? Else distrust the CQs."""

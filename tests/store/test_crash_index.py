@@ -111,3 +111,14 @@ def test_after_a_system_crash_the_index_is_rebuilt(store_dir, cfg, tmp_path, mon
     with MessageStore.open(copy, cfg) as store:
         _assert_each_indexed_once(store)
     assert kept == [False]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=5000))
+def test_record_crc_is_zlibs(data):
+    import zlib
+
+    from rmqtool.layouts.crc import crc32
+
+    assert crc32(data) == zlib.crc32(data)
+    assert crc32(memoryview(data)[1:]) == zlib.crc32(data[1:])
