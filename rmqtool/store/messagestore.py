@@ -35,7 +35,7 @@ from rmqtool.layouts.message import (
     MessageExt,
     RecordError,
     decode_record,
-    encode_record_parts,
+    encode_records_parts,
     topic_field,
 )
 from rmqtool.layouts.msgid import create_offset_msg_id
@@ -371,11 +371,15 @@ class MessageStore:
         max_size = config.max_message_size
         hooks = self.put_hooks
         store_host = self.store_host
-        prepared: list[MessageExt] = []
-        parts: list[bytes | bytearray] = []
-        for msg in msgs:
-            for hook in hooks:
-                msg = hook(msg)
+        if hooks:
+            prepared: list[MessageExt] = []
+            for msg in msgs:
+                for hook in hooks:
+                    msg = hook(msg)
+                prepared.append(msg)
+        else:
+            prepared = list(msgs)
+        for msg in prepared:
             body_len = len(msg.body)
             if body_len > max_size:
                 raise InvalidMessage(f"message body is {body_len} bytes, the limit is {max_size}")
@@ -383,15 +387,13 @@ class MessageStore:
             if topic_len > 32767:
                 raise InvalidMessage(f"topic is {topic_len} bytes, a record holds at most 32767")
             msg.store_host = store_host
-            record = encode_record_parts(msg)
-            props_len = len(record[3]) - 2
-            if props_len > MAX_PROPERTIES_LENGTH:
-                raise InvalidMessage(f"properties are {props_len} bytes, the limit is {MAX_PROPERTIES_LENGTH}")
+        parts = encode_records_parts(prepared)
+        for msg, props in zip(prepared, parts[3::4], strict=True):
+            if len(props) - 2 > MAX_PROPERTIES_LENGTH:
+                raise InvalidMessage(f"properties are {len(props) - 2} bytes, the limit is {MAX_PROPERTIES_LENGTH}")
             if msg.total_size + 8 > file_size:
                 raise InvalidMessage(f"record of {msg.total_size} bytes does not fit in a {file_size}-byte "
                                      "commitlog file")
-            prepared.append(msg)
-            parts += record
         cl = self.commitlog
         listeners = bool(self.dispatch_listeners)
         with cl.put_lock:
