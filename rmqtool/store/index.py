@@ -415,10 +415,15 @@ class IndexService:
         counts: list[int] = []  # keys per record
         first_topic = records[0][0]
         one_topic = True
+        add_count = counts.append
         for topic, _phy, _ts, uniq_key, key_text in records:
-            keys = record_keys(uniq_key, key_text)
-            suffixes += keys
-            counts.append(len(keys))
+            if uniq_key and key_text and " " not in key_text:  # the usual record: record_keys inline
+                suffixes += (uniq_key, key_text)
+                add_count(2)
+            else:
+                keys = record_keys(uniq_key, key_text)
+                suffixes += keys
+                add_count(len(keys))
             if topic != first_topic:
                 one_topic = False
         if one_topic:
@@ -442,6 +447,7 @@ class IndexService:
         # slot positions up front, in one comprehension (all files of a store have the same slot count)
         slot_positions = [INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE for h in hashes]
         k = 0
+        diff_begin = diff_ts = diff_value = -1
         for (_topic, phy, ts, _u, _k), n in zip(records, counts, strict=True):
             if count >= limit:  # the previous record filled the file: build_index moves on first
                 f.index_count, f.hash_slot_count = count, slot_count
@@ -453,7 +459,10 @@ class IndexService:
                 k += n  # already indexed (re-dispatch), or nothing to index
                 continue
             begin = f.begin_timestamp
-            time_diff = _time_diff(begin, ts)
+            if begin != diff_begin or ts != diff_ts:  # a batch's records share one store time
+                diff_begin, diff_ts = begin, ts
+                diff_value = _time_diff(begin, ts)
+            time_diff = diff_value
             for key_hash, slot_pos in zip(hashes[k : k + n], slot_positions[k : k + n], strict=True):
                 if count >= limit:  # full in the middle of a record: the rest go to a new file
                     f.index_count, f.hash_slot_count = count, slot_count

@@ -122,3 +122,31 @@ def test_record_crc_is_zlibs(data):
 
     assert crc32(data) == zlib.crc32(data)
     assert crc32(memoryview(data)[1:]) == zlib.crc32(data[1:])
+
+
+def test_batch_dispatch_writes_the_files_one_put_at_a_time_writes(tmp_path, cfg):
+    """dispatch_appended (tag codes and keys per batch) against the per-record path, byte for byte."""
+    from tests.store.conftest import Clock
+
+    def msgs():
+        out = [make_msg(i, queue_id=i % 3, TAGS=f"t{i % 4}") for i in range(60)]
+        out[5].properties["KEYS"] = "a b  c"
+        del out[7].properties["TAGS"]
+        del out[9].properties["UNIQ_KEY"]
+        return out
+
+    dirs = []
+    for name, batched in (("one", False), ("batch", True)):
+        root = tmp_path / name
+        with MessageStore.open(root, cfg, clock=Clock()) as store:
+            if batched:
+                store.put_messages(msgs())
+            else:
+                for m in msgs():
+                    store.put_message(m)
+        dirs.append(root)
+    for sub in ("consumequeue", "index"):
+        files = sorted(p.relative_to(dirs[0]) for p in (dirs[0] / sub).rglob("*") if p.is_file())
+        assert files
+        for rel in files:
+            assert (dirs[0] / rel).read_bytes() == (dirs[1] / rel).read_bytes(), rel
