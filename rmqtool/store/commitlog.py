@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from pathlib import Path
 
 from rmqtool.errors import StoreError
@@ -39,6 +40,7 @@ _unpack_mid = struct.Struct(">iqi").unpack_from  # reconsumeTimes, preparedTrans
 _unpack_i16 = struct.Struct(">h").unpack_from
 _unpack_i8 = struct.Struct(">b").unpack_from
 _crc32 = crc32
+_total_size = attrgetter("total_size")
 _BLANK_RESULT = -1
 _BAD_RESULT = -2
 
@@ -241,6 +243,8 @@ class CommitLog:
             needed, pos = 1, 0
         else:
             pos = mf.wrote_position
+        if pos + sum(map(_total_size, msgs)) + END_FILE_MIN_BLANK_LENGTH <= file_size:
+            return needed  # the whole batch fits where it starts: no record can cross an end
         for msg in msgs:
             n = msg.total_size
             if n + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
