@@ -245,11 +245,18 @@ def encode_records_parts(msgs: list[MessageExt]) -> list[bytes | bytearray]:
     crc, i16, fixed_of = _crc32, _I16.pack, _FIXED
     pjoin, nvjoin, psep = P.PROPERTY_SEPARATOR.join, P.NAME_VALUE_SEPARATOR.join, P.PROPERTY_SEPARATOR
     v6_flags = ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    last_topic: str | None = None
+    last_born: Host | None = None
+    last_store: Host | None = None
+    topic_b = born_b = store_b = b""
+    topic_len = 0
     for msg in msgs:
         topic = msg.topic
-        hit = topics.get(topic)
-        if hit is None:
-            hit = topics[topic] = topic_field(topic)
+        if topic is not last_topic:  # consecutive messages share their objects: no hashing then
+            hit = topics.get(topic)
+            if hit is None:
+                hit = topics[topic] = topic_field(topic)
+            last_topic = topic
         topic_b, topic_len = hit
         props = msg.properties
         try:
@@ -260,12 +267,16 @@ def encode_records_parts(msgs: list[MessageExt]) -> list[bytes | bytearray]:
             add(encode_record_parts(msg))
             continue
         born, store = msg.born_host, msg.store_host
-        born_b = hosts.get(born)
-        if born_b is None:
-            born_b = hosts[born] = pack_host(born)
-        store_b = hosts.get(store)
-        if store_b is None:
-            store_b = hosts[store] = pack_host(store)
+        if born is not last_born:
+            born_b = hosts.get(born)  # type: ignore[assignment]
+            if born_b is None:
+                born_b = hosts[born] = pack_host(born)
+            last_born = born
+        if store is not last_store:
+            store_b = hosts.get(store)  # type: ignore[assignment]
+            if store_b is None:
+                store_b = hosts[store] = pack_host(store)
+            last_store = store
         born_v6, store_v6 = len(born_b) == 20, len(store_b) == 20
         sys_flag = msg.sys_flag & v6_flags
         if born_v6:
