@@ -217,27 +217,47 @@ class IndexFile:
     flush_header = _write_header
 
     def roll_back_past_header(self) -> int:
-        """Undo the keys of a put the writer died in: entries at or past the header's indexCount.
+        """Undo the keys of the put the writer died in, and those of the last record counted.
 
         `putKey` writes an entry (holding its slot's previous value) before pointing the slot
-        at it, and the header after all of a record's (or a batch's) keys; so after a process
-        crash with the page cache intact, walking the written-but-uncounted entries newest
-        first and giving each slot that points at one its entry's previous value restores the
-        file exactly as its header describes it. Returns how many entries were cleared.
+        at it. Our header is written after all of a record's (or a batch's) keys, Java's after
+        each key, so a process crash leaves written-but-uncounted entries past indexCount and,
+        from Java, possibly a last record with only some of its keys counted. Walking entries
+        newest first, giving each slot that points at one the entry's previous value, and
+        clearing it, brings the file back to the state before its last counted record, which
+        recovery then indexes again whole (its endPhyOffset is the record before). Only done
+        with the page cache intact. Returns how many entries were cleared.
         """
         mm, base, count, slots = self.mm, self.entries_base, self.index_count, self.hash_slot_num
+        size = INDEX_ENTRY_SIZE
         end = count
-        while end < self.index_num and any(mm[base + end * INDEX_ENTRY_SIZE : base + (end + 1) * INDEX_ENTRY_SIZE]):
+        while end < self.index_num and any(mm[base + end * size : base + (end + 1) * size]):
             end += 1
-        for pos in range(end - 1, count - 1, -1):
-            key_hash, _phy, _diff, prev = INDEX_ENTRY.unpack_from(mm, base + pos * INDEX_ENTRY_SIZE)
+        last_phy = INDEX_ENTRY.unpack_from(mm, base + (count - 1) * size)[1] if count > 1 else None
+        low = count
+        while low > 1 and INDEX_ENTRY.unpack_from(mm, base + (low - 1) * size)[1] == last_phy:
+            low -= 1
+        for pos in range(end - 1, low - 1, -1):
+            key_hash, _phy, _diff, prev = INDEX_ENTRY.unpack_from(mm, base + pos * size)
             if key_hash >= 0:
                 slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE
                 if _I32.unpack_from(mm, slot_pos)[0] == pos:
-                    _pack_i32(mm, slot_pos, prev if 0 <= prev < count else 0)
-        if end > count:
-            mm[base + count * INDEX_ENTRY_SIZE : base + end * INDEX_ENTRY_SIZE] = bytes((end - count) * INDEX_ENTRY_SIZE)
-        return end - count
+                    restored = prev if 0 < prev < pos else 0  # fixed in turn if prev is undone too
+                    _pack_i32(mm, slot_pos, restored)
+                    if restored == 0 and pos < count:
+                        self.hash_slot_count = max(0, self.hash_slot_count - 1)
+        if end > low:
+            mm[base + low * size : base + end * size] = bytes((end - low) * size)
+        if low < count:
+            self.index_count = low
+            if low > 1:
+                _h, phy, diff, _p = INDEX_ENTRY.unpack_from(mm, base + (low - 1) * size)
+                self.end_phy_offset = phy
+                self.end_timestamp = max(self.begin_timestamp, self.begin_timestamp + diff * 1000)
+            else:
+                self.end_phy_offset, self.end_timestamp = self.begin_phy_offset, self.begin_timestamp
+            self._write_header()
+        return end - low
 
     def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int,
                  key_hashes: list[int] | None = None) -> int:

@@ -9,6 +9,7 @@ import shutil
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rmqtool.layouts.index import INDEX_HEADER
 from rmqtool.layouts.message import encode_record
 from rmqtool.layouts.net import Host
 from rmqtool.store import messagestore
@@ -56,8 +57,9 @@ def test_fast_scan_accepts_exactly_what_check_record_fast_accepts(n, flips, cut,
     assert pos == ref_pos
 
 
-def _crash_copy(store_dir, cfg, tmp_path, torn: bool):
-    """A store with 40 messages indexed and a 41st appended whose index header never got written,
+def _crash_copy(store_dir, cfg, tmp_path, torn: bool, one_key_counted: bool = False):
+    """A store with 40 messages indexed and a 41st appended whose index header never got written
+    (`torn`), or counts only its first key (`one_key_counted`: Java writes the header per key),
     copied while open (what kill -9 leaves: `abort` present, mapped writes all there)."""
     store = MessageStore.open(store_dir, cfg)
     try:
@@ -65,9 +67,14 @@ def _crash_copy(store_dir, cfg, tmp_path, torn: bool):
             store.put_message(make_msg(i))
         last = store.index.files[-1]
         header = bytes(last.mm[:40])
-        store.put_message(make_msg(40, KEYS="key40 common"))
+        count = last.index_count
+        phy = store.put_message(make_msg(40, KEYS="key40 common")).wrote_offset
         if torn:
             last.mm[:40] = header  # the writer died after the keys, before the header
+        if one_key_counted:
+            last.mm[:40] = header
+            INDEX_HEADER.pack_into(last.mm, 0, last.begin_timestamp, last.end_timestamp, last.begin_phy_offset,
+                                   phy, last.hash_slot_count, count + 1)
         copy = tmp_path / "crashed"
         shutil.copytree(store_dir, copy, ignore=shutil.ignore_patterns("lock"))
     finally:
@@ -86,6 +93,12 @@ def _assert_each_indexed_once(store):
 def test_torn_index_put_is_rolled_back_and_redone_once(store_dir, cfg, tmp_path):
     copy = _crash_copy(store_dir, cfg, tmp_path, torn=True)
     assert abort_from_this_boot(copy)
+    with MessageStore.open(copy, cfg) as store:
+        _assert_each_indexed_once(store)
+
+
+def test_partly_counted_last_record_is_indexed_again_whole(store_dir, cfg, tmp_path):
+    copy = _crash_copy(store_dir, cfg, tmp_path, torn=False, one_key_counted=True)
     with MessageStore.open(copy, cfg) as store:
         _assert_each_indexed_once(store)
 
