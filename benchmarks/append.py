@@ -15,9 +15,9 @@ and two index entries (no queue offsets, checks, file ends or bookkeeping), next
 
 With `--open N[,N...]` it instead times MessageStore.open on a store of N messages (1 KiB bodies)
 after kill -9 of the writer (abnormal recovery) and after a clean close, against reading every
-CommitLog byte once in the same run.
+CommitLog byte once in the same run (wall and CPU time; medians of `--repeat` opens).
 
-    python benchmarks/append.py --open 100000,1000000
+    python benchmarks/append.py --open 100000,1000000 [--repeat 3]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import argparse
 import os
 import shutil
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -203,36 +204,54 @@ def build_killed(root: Path, n: int) -> None:
     shim.unlink()
 
 
-def read_all(root: Path, nbytes: int) -> float:
-    """Seconds to read the first `nbytes` CommitLog bytes once (the reference)."""
-    t = time.perf_counter()
+def read_all(root: Path, nbytes: int) -> tuple[float, float]:
+    """Wall and CPU seconds to read the first `nbytes` CommitLog bytes once (the reference)."""
+    t, c = time.perf_counter(), time.process_time()
     for f in sorted((root / "commitlog").iterdir()):
         with open(f, "rb") as fh:
             while nbytes > 0 and fh.read(min(nbytes, 1 << 20)):
                 nbytes -= 1 << 20
-    return time.perf_counter() - t
+    return time.perf_counter() - t, time.process_time() - c
 
 
-def timed_open(root: Path) -> tuple[float, int]:
-    t = time.perf_counter()
+def timed_open(root: Path) -> tuple[float, float, int]:
+    t, c = time.perf_counter(), time.process_time()
     store = MessageStore.open(root)
-    dt = time.perf_counter() - t
+    dt, cpu = time.perf_counter() - t, time.process_time() - c
     end = store.max_phy_offset
     store.close()
-    return dt, end
+    return dt, cpu, end
 
 
-def open_main(base: Path, counts: list[int]) -> None:
-    print(f"{'case':40} {'open s':>8} {'read-all s':>10} {'ratio':>6}")
+def open_main(base: Path, counts: list[int], repeat: int) -> None:
+    """Each case `repeat` times on a fresh copy of the killed store; medians of the ratios.
+
+    The CPU ratio (process time of the open against that of the read) moves much less than
+    the wall one when other work shares the cores.
+    """
+    print(f"{'case':40} {'open s':>8} {'read-all s':>10} {'ratio':>6} {'open cpu-s':>10} {'read cpu-s':>10} "
+          f"{'cpu ratio':>9}")
     for n in counts:
-        root = base / f"store{n}"
-        build_killed(root, n)
-        dt, end = timed_open(root)  # abnormal recovery; closes cleanly
-        ref = read_all(root, end)
-        print(f"{f'{n} msgs 1KiB open after kill -9':40} {dt:8.2f} {ref:10.2f} {dt / ref:6.2f}", flush=True)
-        dt, _ = timed_open(root)
-        print(f"{f'{n} msgs 1KiB open after clean close':40} {dt:8.2f} {ref:10.2f} {dt / ref:6.2f}", flush=True)
-        shutil.rmtree(root, ignore_errors=True)
+        killed = base / f"killed{n}"
+        build_killed(killed, n)
+        for label in ("after kill -9", "after clean close"):
+            rows = []
+            for _ in range(repeat):
+                root = base / f"store{n}"
+                shutil.rmtree(root, ignore_errors=True)
+                shutil.copytree(killed, root)
+                if label == "after clean close":
+                    timed_open(root)  # recovers and closes cleanly
+                dt, cpu, end = timed_open(root)
+                ref, ref_cpu = read_all(root, end)
+                rows.append((dt / ref, cpu / max(ref_cpu, 1e-6), dt, ref, cpu, ref_cpu))
+            ratio = statistics.median(r[0] for r in rows)
+            cpu_ratio = statistics.median(r[1] for r in rows)
+            dt, ref, cpu, ref_cpu = (statistics.median(r[k] for r in rows) for k in (2, 3, 4, 5))
+            print(f"{f'{n} msgs 1KiB open {label}':40} {dt:8.2f} {ref:10.2f} {ratio:6.2f} {cpu:10.2f} {ref_cpu:10.2f} "
+                  f"{cpu_ratio:9.2f}", flush=True)
+        shutil.rmtree(base / f"store{n}", ignore_errors=True)
+        shutil.rmtree(killed, ignore_errors=True)
 
 
 def main() -> None:
@@ -242,6 +261,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="128,1024,4096")
     ap.add_argument("--floor", action="store_true", help="print the least Python work per message instead")
     ap.add_argument("--open", default=None, help="message counts: time store open instead of appends")
+    ap.add_argument("--repeat", type=int, default=3, help="--open: opens per case (medians printed)")
     args = ap.parse_args()
     if args.floor:
         floor_main()
@@ -249,7 +269,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(dir=args.dir, prefix="rmq-bench-"))
     try:
         if args.open:
-            open_main(base, [int(n) for n in args.open.split(",")])
+            open_main(base, [int(n) for n in args.open.split(",")], args.repeat)
             return
         # msg/cpu-s divides by the CPU time of this process (all threads) instead of the wall
         # time: on a shared machine it moves much less with what else runs

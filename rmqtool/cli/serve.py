@@ -8,7 +8,6 @@ stderr says so: a user can tell a clean stop from a crash.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from typing import Annotated, Any
@@ -61,6 +60,7 @@ def serve(
     5.x SDKs (gRPC) with the endpoint the ready line names.
     On SIGINT/SIGTERM it stops, closes the store cleanly and says so on stderr.
     """
+    from rmqtool.broker import eventloop
     from rmqtool.broker.server import ServeOptions, ready_line, replication_line, serve_forever
 
     if namesrv_only and broker_only:
@@ -85,7 +85,7 @@ def serve(
             print(common.json_line(ready_json(info)), flush=True)
 
     try:
-        asyncio.run(serve_forever(opts, ready))
+        eventloop.run(serve_forever(opts, ready))
     except KeyboardInterrupt:
         pass
     if started and started[0].store:

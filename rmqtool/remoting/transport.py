@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from rmqtool.errors import RemotingError
 from rmqtool.layouts.net import Host
@@ -103,10 +103,10 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        peer = transport.get_extra_info("peername") or ("0.0.0.0", 0)
-        local = transport.get_extra_info("sockname") or ("0.0.0.0", 0)
+        # a stream transport, though not always an asyncio.Transport subclass (uvloop's are not)
+        self.transport = cast(asyncio.Transport, transport)
+        peer = self.transport.get_extra_info("peername") or ("0.0.0.0", 0)
+        local = self.transport.get_extra_info("sockname") or ("0.0.0.0", 0)
         self.peer = Host(str(peer[0]), int(peer[1]))
         self.local = Host(str(local[0]), int(local[1]))
 

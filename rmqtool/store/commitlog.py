@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import struct
 import threading
-import zlib
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from pathlib import Path
 
 from rmqtool.errors import StoreError
@@ -25,6 +25,7 @@ from rmqtool.layouts.constants import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_TYPE_MASK,
 )
+from rmqtool.layouts.crc import crc32
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
 from rmqtool.store.mappedfile import MappedFile, MappedFileQueue
 
@@ -38,7 +39,8 @@ _unpack_head = _HEAD.unpack_from
 _unpack_mid = struct.Struct(">iqi").unpack_from  # reconsumeTimes, preparedTransactionOffset, bodyLength
 _unpack_i16 = struct.Struct(">h").unpack_from
 _unpack_i8 = struct.Struct(">b").unpack_from
-_crc32 = zlib.crc32
+_crc32 = crc32
+_total_size = attrgetter("total_size")
 _BLANK_RESULT = -1
 _BAD_RESULT = -2
 
@@ -98,6 +100,68 @@ def check_record_fast(mv: memoryview, pos: int, end: int, check_crc: bool) -> tu
     if props_len < 0 or p + props_len != rec_end:
         return bad
     return (total, topic_pos, topic_len, queue_id, queue_offset, sys_flag)
+
+
+# the fixed part of a record with IPv4 hosts, unpacked at once: totalSize, magic, bodyCRC,
+# queueId, queueOffset, sysFlag, bodyLength (flag, physicalOffset, times, hosts, reconsumeTimes
+# and preparedTransactionOffset skipped); the body starts right after it
+_FIXED_V4 = struct.Struct(">iiii4xq8xi32x12xi")
+_unpack_fixed_v4 = _FIXED_V4.unpack_from
+_V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
+
+
+def _scan_file(mv: memoryview, pos: int, file_size: int, base: int, check_crc: bool,
+               on_record: Callable[[memoryview, int, int], None] | None,
+               needs_dispatch: NeedsDispatch | None, dispatch_from: int = 0) -> tuple[int, int]:
+    """`scan_valid` over one file from `pos`: (position reached, last result of the check).
+
+    Recovery spends its time here, once per record, so the usual record (magic V1, IPv4
+    hosts) is checked with one unpack, the CRC and a few comparisons that accept exactly what
+    `check_record_fast` accepts; anything else (a blank, V2, IPv6, a bad record) is handed to
+    `check_record_fast`, whose answer is final. Topic names are decoded once per distinct name.
+    """
+    crc32, unpack, fast_end = _crc32, _unpack_fixed_v4, file_size - 91
+    topics: dict[bytes, str] = {}
+    total = 0
+    while True:
+        if pos <= fast_end:
+            total, magic, crc, queue_id, queue_offset, sys_flag, body_len = unpack(mv, pos)
+            rec_end = pos + total
+            p = pos + 88 + body_len
+            if (magic == MESSAGE_MAGIC_CODE and not sys_flag & _V6_FLAGS and 91 <= total <= file_size - pos
+                    and 0 <= body_len and p < rec_end
+                    and (not check_crc or crc32(mv[pos + 88 : p]) & 0x7FFFFFFF == crc)):
+                topic_len = mv[p]
+                topic_pos = p + 1
+                q = topic_pos + topic_len
+                props_len = rec_end - q - 2
+                if topic_len < 128 and 0 <= props_len < 0x8000 and mv[q] == props_len >> 8 and (
+                        mv[q + 1] == props_len & 0xFF):
+                    if on_record is not None and pos >= dispatch_from:
+                        if needs_dispatch is None:
+                            on_record(mv, pos, base + pos)
+                        else:
+                            raw = mv[topic_pos:q].tobytes()
+                            topic = topics.get(raw)
+                            if topic is None:
+                                topics[raw] = topic = str(raw, "utf-8", "replace")
+                            if needs_dispatch(base + pos, topic, queue_id, queue_offset, sys_flag, total):
+                                on_record(mv, pos, base + pos)
+                    pos = rec_end
+                    if pos >= file_size:
+                        return pos, total
+                    continue
+        total, topic_pos, topic_len, queue_id, queue_offset, sys_flag = check_record_fast(mv, pos, file_size, check_crc)
+        if total < 0:
+            return pos, total
+        if on_record is not None and pos >= dispatch_from and (
+                needs_dispatch is None
+                or needs_dispatch(base + pos, str(mv[topic_pos : topic_pos + topic_len], "utf-8", "replace"),
+                                  queue_id, queue_offset, sys_flag, total)):
+            on_record(mv, pos, base + pos)
+        pos += total
+        if pos >= file_size:
+            return pos, total
 
 
 class CommitLog:
@@ -179,6 +243,8 @@ class CommitLog:
             needed, pos = 1, 0
         else:
             pos = mf.wrote_position
+        if pos + sum(map(_total_size, msgs)) + END_FILE_MIN_BLANK_LENGTH <= file_size:
+            return needed  # the whole batch fits where it starts: no record can cross an end
         for msg in msgs:
             n = msg.total_size
             if n + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
@@ -251,14 +317,15 @@ class CommitLog:
 
     # -- recovery ---------------------------------------------------------------------------------
     def scan_valid(self, start: int, *, check_crc: bool, on_record: Callable[[memoryview, int, int], None] | None,
-                   needs_dispatch: NeedsDispatch | None = None) -> int:
+                   needs_dispatch: NeedsDispatch | None = None, dispatch_from: int = 0) -> int:
         """Check every record from `start` as `checkMessageAndReturnSize`; returns processOffset.
 
         Files are read in full (their write positions are not known yet). The scan stops at
         the first record that fails (bad magic, CRC, size, truncation, or the zero tail);
         a blank moves on to the next file if there is one. Records are checked with
         `check_record_fast`; only those `needs_dispatch` accepts (all, without it) are handed
-        to `on_record(file_view, position_in_file, commit_log_offset)`.
+        to `on_record(file_view, position_in_file, commit_log_offset)`, and none before
+        `dispatch_from` (checked, not offered).
         """
         files = self.mfq.files
         if not files:
@@ -273,20 +340,8 @@ class CommitLog:
             base = mf.from_offset
             mv = memoryview(mf.mm)
             try:
-                pos = offset - base
-                while True:
-                    total, topic_pos, topic_len, queue_id, queue_offset, sys_flag = check_record_fast(
-                        mv, pos, file_size, check_crc)
-                    if total < 0:
-                        break
-                    if on_record is not None and (
-                            needs_dispatch is None
-                            or needs_dispatch(base + pos, str(mv[topic_pos : topic_pos + topic_len], "utf-8", "replace"),
-                                              queue_id, queue_offset, sys_flag, total)):
-                        on_record(mv, pos, base + pos)
-                    pos += total
-                    if pos >= file_size:
-                        break
+                pos, total = _scan_file(mv, offset - base, file_size, base, check_crc, on_record, needs_dispatch,
+                                        dispatch_from - base)
             finally:
                 mv.release()
             if total == _BAD_RESULT:

@@ -162,10 +162,17 @@ class Dispatcher:
         index_records: list[tuple[str, int, int, str | None, str | None]] = []
         indexing = self.index is not None
         has_cq_unit = False
+        tag_codes: dict[str | None, int] = {}  # String.hashCode of each TAGS value, once per batch
         for msg in msgs:
             props = msg.properties
             topic = msg.topic
-            tags_code = tags_code_of(topic, props, store_timestamp, delay_levels_ms)
+            if topic == SCHEDULE_TOPIC:
+                tags_code = tags_code_of(topic, props, store_timestamp, delay_levels_ms)
+            else:
+                tags = props.get(P.TAGS)
+                tags_code = tag_codes.get(tags)  # type: ignore[assignment]
+                if tags_code is None:
+                    tags_code = tag_codes[tags] = java_string_hash(tags) if tags else 0
             sys_flag = msg.sys_flag
             tran = sys_flag & TRANSACTION_TYPE_MASK
             if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:

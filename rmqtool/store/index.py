@@ -216,6 +216,49 @@ class IndexFile:
 
     flush_header = _write_header
 
+    def roll_back_past_header(self) -> int:
+        """Undo the keys of the put the writer died in, and those of the last record counted.
+
+        `putKey` writes an entry (holding its slot's previous value) before pointing the slot
+        at it. Our header is written after all of a record's (or a batch's) keys, Java's after
+        each key, so a process crash leaves written-but-uncounted entries past indexCount and,
+        from Java, possibly a last record with only some of its keys counted. Walking entries
+        newest first, giving each slot that points at one the entry's previous value, and
+        clearing it, brings the file back to the state before its last counted record, which
+        recovery then indexes again whole (its endPhyOffset is the record before). Only done
+        with the page cache intact. Returns how many entries were cleared.
+        """
+        mm, base, count, slots = self.mm, self.entries_base, self.index_count, self.hash_slot_num
+        size = INDEX_ENTRY_SIZE
+        end = count
+        while end < self.index_num and any(mm[base + end * size : base + (end + 1) * size]):
+            end += 1
+        last_phy = INDEX_ENTRY.unpack_from(mm, base + (count - 1) * size)[1] if count > 1 else None
+        low = count
+        while low > 1 and INDEX_ENTRY.unpack_from(mm, base + (low - 1) * size)[1] == last_phy:
+            low -= 1
+        for pos in range(end - 1, low - 1, -1):
+            key_hash, _phy, _diff, prev = INDEX_ENTRY.unpack_from(mm, base + pos * size)
+            if key_hash >= 0:
+                slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * INDEX_SLOT_SIZE
+                if _I32.unpack_from(mm, slot_pos)[0] == pos:
+                    restored = prev if 0 < prev < pos else 0  # fixed in turn if prev is undone too
+                    _pack_i32(mm, slot_pos, restored)
+                    if restored == 0 and pos < count:
+                        self.hash_slot_count = max(0, self.hash_slot_count - 1)
+        if end > low:
+            mm[base + low * size : base + end * size] = bytes((end - low) * size)
+        if low < count:
+            self.index_count = low
+            if low > 1:
+                _h, phy, diff, _p = INDEX_ENTRY.unpack_from(mm, base + (low - 1) * size)
+                self.end_phy_offset = phy
+                self.end_timestamp = max(self.begin_timestamp, self.begin_timestamp + diff * 1000)
+            else:
+                self.end_phy_offset, self.end_timestamp = self.begin_phy_offset, self.begin_timestamp
+            self._write_header()
+        return end - low
+
     def put_keys(self, keys: list[str], phy_offset: int, store_timestamp: int,
                  key_hashes: list[int] | None = None) -> int:
         """`putKey` for each of one record's keys, header written once; returns how many fit.
@@ -301,11 +344,15 @@ class IndexService:
         self.read_only = read_only
         self.files: list[IndexFile] = []
 
-    def load(self, last_exit_ok: bool, index_msg_timestamp: int) -> None:
+    def load(self, last_exit_ok: bool, index_msg_timestamp: int, *, page_cache_intact: bool = False) -> None:
         """Open every file; after a crash, files newer than the checkpoint are destroyed (rebuilt by dispatch).
 
         An empty file is what a kill between `open(O_CREAT)` and `ftruncate` leaves: it is
         skipped (and removed when writable), as MappedFileQueue drops an empty last file.
+        With `page_cache_intact` (only the writing process crashed: `abort_from_this_boot`)
+        the files are kept instead and the last one rolled back to its header
+        (`roll_back_past_header`), so recovery re-indexes only what lies past its endPhyOffset
+        instead of everything since the last full file.
         """
         if not self.directory.is_dir():
             return
@@ -316,10 +363,13 @@ class IndexService:
                     path.unlink()
                 continue
             f = IndexFile(path, self.hash_slot_num, self.index_num, read_only=self.read_only)
-            if not last_exit_ok and not self.read_only and f.end_timestamp > index_msg_timestamp:
+            if (not last_exit_ok and not self.read_only and not page_cache_intact
+                    and f.end_timestamp > index_msg_timestamp):
                 f.destroy()
                 continue
             self.files.append(f)
+        if self.files and not last_exit_ok and not self.read_only and page_cache_intact:
+            self.files[-1].roll_back_past_header()
         if self.files and not self.read_only:
             last = self.files[-1]
             try:  # new keys go to the last file: its holes must be real blocks before they are stored into
@@ -385,10 +435,15 @@ class IndexService:
         counts: list[int] = []  # keys per record
         first_topic = records[0][0]
         one_topic = True
+        add_count = counts.append
         for topic, _phy, _ts, uniq_key, key_text in records:
-            keys = record_keys(uniq_key, key_text)
-            suffixes += keys
-            counts.append(len(keys))
+            if uniq_key and key_text and " " not in key_text:  # the usual record: record_keys inline
+                suffixes += (uniq_key, key_text)
+                add_count(2)
+            else:
+                keys = record_keys(uniq_key, key_text)
+                suffixes += keys
+                add_count(len(keys))
             if topic != first_topic:
                 one_topic = False
         if one_topic:
@@ -412,6 +467,7 @@ class IndexService:
         # slot positions up front, in one comprehension (all files of a store have the same slot count)
         slot_positions = [INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE for h in hashes]
         k = 0
+        diff_begin = diff_ts = diff_value = -1
         for (_topic, phy, ts, _u, _k), n in zip(records, counts, strict=True):
             if count >= limit:  # the previous record filled the file: build_index moves on first
                 f.index_count, f.hash_slot_count = count, slot_count
@@ -423,7 +479,10 @@ class IndexService:
                 k += n  # already indexed (re-dispatch), or nothing to index
                 continue
             begin = f.begin_timestamp
-            time_diff = _time_diff(begin, ts)
+            if begin != diff_begin or ts != diff_ts:  # a batch's records share one store time
+                diff_begin, diff_ts = begin, ts
+                diff_value = _time_diff(begin, ts)
+            time_diff = diff_value
             for key_hash, slot_pos in zip(hashes[k : k + n], slot_positions[k : k + n], strict=True):
                 if count >= limit:  # full in the middle of a record: the rest go to a new file
                     f.index_count, f.hash_slot_count = count, slot_count

@@ -84,3 +84,35 @@ def remove_abort(root: Path) -> None:
         abort_path(root).unlink()
     except FileNotFoundError:
         pass
+
+
+def _boot_time() -> float | None:
+    """When this system booted (`btime` of /proc/stat, whole seconds), None where unknown."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime "):
+                    return float(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def abort_from_this_boot(root: Path) -> bool:
+    """Was `abort` created after the system last booted (a process crash, not a system crash)?
+
+    After a crash of the writing process alone, every byte it stored through its mappings is
+    still in the page cache, so files it kept consistent write by write (the index) can be
+    trusted up to their own header. After a power loss or kernel crash they cannot, and
+    recovery must rebuild them as IndexService.load does. Java's broker ignores the
+    distinction; reading the file's time changes nothing on disk. False when unsure.
+    """
+    boot = _boot_time()
+    if boot is None:
+        return False
+    try:
+        created = abort_path(root).stat().st_mtime
+    except OSError:
+        return False
+    return created > boot + 2
+

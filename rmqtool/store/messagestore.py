@@ -35,7 +35,7 @@ from rmqtool.layouts.message import (
     MessageExt,
     RecordError,
     decode_record,
-    encode_record_parts,
+    encode_records_parts,
     topic_field,
 )
 from rmqtool.layouts.msgid import create_offset_msg_id
@@ -49,7 +49,7 @@ from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import Dispatcher, DispatchRequest, request_from_record
 from rmqtool.store.flush import FlushService
 from rmqtool.store.index import IndexService
-from rmqtool.store.lockfile import StoreLock, abort_path, create_abort, remove_abort
+from rmqtool.store.lockfile import StoreLock, abort_from_this_boot, abort_path, create_abort, remove_abort
 from rmqtool.store.reads import GetMessageResult, GetMessageStatus, get_message
 from rmqtool.store.runningflags import RunningFlags
 
@@ -160,7 +160,8 @@ class MessageStore:
             self.commitlog.load()
             self.cqs.load()
             if self.index is not None:
-                self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+                self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp,
+                                page_cache_intact=self._page_cache_intact())
             self._recover()
             if not self.read_only:
                 create_abort(self.root)
@@ -209,6 +210,13 @@ class MessageStore:
             start = cl.recover_start_abnormal(min_ts)
             dispatch_from = start
             needs_dispatch = self._needs_redispatch
+            if self._page_cache_intact() and self.index is not None and self.index.files:
+                # records are dispatched in CommitLog order, ConsumeQueue units before index keys,
+                # so with every mapped write still there, each record up to the last index
+                # file's endPhyOffset has its units and keys: only those past it are looked at
+                last = self.index.files[-1]
+                if last.index_count > 1:
+                    dispatch_from = max(dispatch_from, last.end_phy_offset + 1)
         on_record = None
         if not self.read_only:
             dispatcher, levels = self.dispatcher, self.delay_levels_ms
@@ -218,7 +226,7 @@ class MessageStore:
                     dispatcher.dispatch(request_from_record(buf, pos, commit_log_offset, levels))
 
         process = cl.scan_valid(start, check_crc=self.config.check_crc_on_recover, on_record=on_record,
-                                needs_dispatch=needs_dispatch)
+                                needs_dispatch=needs_dispatch, dispatch_from=dispatch_from)
         cl.truncate(process)
         self.cqs.truncate_dirty(process)
         cl.topic_queue_table = self.cqs.queue_offset_table()
@@ -227,6 +235,10 @@ class MessageStore:
             last = cl.mfq.files[-1]
             ts = cl.first_record_timestamp(last)
             cl.last_store_timestamp = ts or 0
+
+    def _page_cache_intact(self) -> bool:
+        """After a crash: did only the writing process die (`abort_from_this_boot`)?"""
+        return not self.last_exit_ok and not self.read_only and abort_from_this_boot(self.root)
 
     def _cq_end_verified(self, max_phy_in_cq: int) -> bool:
         """Does the newest CQ unit point at a real record (magic and size)? Else distrust the CQs."""
@@ -259,8 +271,11 @@ class MessageStore:
                 return True
         index = self.index
         if index is not None and tran != TRANSACTION_ROLLBACK_TYPE:
+            # endPhyOffset is the last record whose keys are all in (the header is written after
+            # them), so only records past it are re-indexed; an empty file has indexed nothing
             last = index.files[-1] if index.files else None
-            if last is None or last.index_count >= last.index_num or offset >= last.end_phy_offset:
+            if (last is None or last.index_count >= last.index_num or last.index_count <= 1
+                    or offset > last.end_phy_offset):
                 return True
         return False
 
@@ -356,11 +371,15 @@ class MessageStore:
         max_size = config.max_message_size
         hooks = self.put_hooks
         store_host = self.store_host
-        prepared: list[MessageExt] = []
-        parts: list[bytes | bytearray] = []
-        for msg in msgs:
-            for hook in hooks:
-                msg = hook(msg)
+        if hooks:
+            prepared: list[MessageExt] = []
+            for msg in msgs:
+                for hook in hooks:
+                    msg = hook(msg)
+                prepared.append(msg)
+        else:
+            prepared = list(msgs)
+        for msg in prepared:
             body_len = len(msg.body)
             if body_len > max_size:
                 raise InvalidMessage(f"message body is {body_len} bytes, the limit is {max_size}")
@@ -368,15 +387,13 @@ class MessageStore:
             if topic_len > 32767:
                 raise InvalidMessage(f"topic is {topic_len} bytes, a record holds at most 32767")
             msg.store_host = store_host
-            record = encode_record_parts(msg)
-            props_len = len(record[3]) - 2
-            if props_len > MAX_PROPERTIES_LENGTH:
-                raise InvalidMessage(f"properties are {props_len} bytes, the limit is {MAX_PROPERTIES_LENGTH}")
+        parts = encode_records_parts(prepared)
+        for msg, props in zip(prepared, parts[3::4], strict=True):
+            if len(props) - 2 > MAX_PROPERTIES_LENGTH:
+                raise InvalidMessage(f"properties are {len(props) - 2} bytes, the limit is {MAX_PROPERTIES_LENGTH}")
             if msg.total_size + 8 > file_size:
                 raise InvalidMessage(f"record of {msg.total_size} bytes does not fit in a {file_size}-byte "
                                      "commitlog file")
-            prepared.append(msg)
-            parts += record
         cl = self.commitlog
         listeners = bool(self.dispatch_listeners)
         with cl.put_lock:
