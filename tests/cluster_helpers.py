@@ -16,7 +16,8 @@ from pathlib import Path
 from tests.serve_helpers import rmqtool_env, stop_process
 
 NAMESRV_READY = re.compile(r"rmqtool serve: name server ([\d.]+):(\d+)$", re.MULTILINE)
-BROKER_READY = re.compile(r"rmqtool serve: broker (\S+) ([\d.]+):(\d+)(?: \(brokerId (\d+), (\w+)\))?, store ",
+BROKER_READY = re.compile(r"rmqtool serve: broker (\S+) ([\d.]+):(\d+)(?: \(brokerId (\d+), (\w+)\))?, "
+                          r"(?:gRPC (?:[\d.]+:\d+|off \([^)]*\)), )?store ",
                           re.MULTILINE)
 
 BASE_CONF = """\
@@ -88,7 +89,7 @@ def start_broker(tmp: Path, name: str, namesrv: str, conf: str, port: int | None
     conf_path.write_text(BASE_CONF + conf)
     port = port or free_broker_port()
     p = Proc(["--broker-only", "--store", str(store), "--broker-port", str(port), "-c", str(conf_path),
-              "--namesrv-addr", namesrv], tmp / f"{name}.stderr", BROKER_READY)
+              "--namesrv", namesrv, "--grpc-port", "-1"], tmp / f"{name}.stderr", BROKER_READY)
     return p, f"{p.match.group(2)}:{p.match.group(3)}"
 
 

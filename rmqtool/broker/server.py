@@ -310,8 +310,7 @@ def ready_line(info: ServeInfo) -> str:
         f" (brokerId {info.broker_id}, {info.role})"
     if info.namesrv is None:
         return f"rmqtool serve: broker {info.broker_name} {info.broker}{role}, {grpc}store {info.store}"
-    return (f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}{role}, "
-            f"{grpc}store {info.store}")
+    return f"rmqtool serve: name server {info.namesrv}, broker {info.broker_name} {info.broker}, {grpc}store {info.store}"
 
 
 def replication_line(info: ServeInfo, master: str | None) -> str | None:

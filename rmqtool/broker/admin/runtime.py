@@ -127,7 +127,7 @@ class RuntimeStats:
             "brokerVersionDesc": BROKER_VERSION_DESC,
             "brokerVersion": str(BROKER_VERSION),
             # isSpecialServiceRunning: the master runs them, a slave does not; clusterList's #ACTIVATED
-            "brokerActive": "false" if self.cluster.is_slave else "true",
+            "brokerActive": "false" if c.cluster.is_slave else "true",
             "bootTimestamp": str(c.boot_ms),
             "runtime": f"[ {uptime_s // 86400} days, {uptime_s // 3600 % 24} hours, {uptime_s // 60 % 60} minutes, "
                        f"{uptime_s % 60} seconds ]",
