@@ -126,6 +126,8 @@ class QueryProcessor:
                          h.topicSysFlag or 0, bool(h.order), attributes=attributes)
         await self.run(self.local.topics.update, tc)
         self.register_broker_all()
+        if self.registrar is not None:  # registerIncrementBrokerData: the name servers hear of it now
+            self.spawn(self.register_remote(force=True))
         return cmd.response()
 
     async def process_get_all_topic_config(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
