@@ -50,7 +50,7 @@ class ConsumerRelayProcessor:
         except ValueError:
             offset = -1
         if offset >= 0:
-            from rmqtool.broker.admin import _record_bytes
+            from rmqtool.broker.admin.queries import _record_bytes
 
             raw = await ctl.run(_record_bytes, ctl.store, offset)
             if raw:

@@ -130,8 +130,6 @@ class MaintenanceProcessor:
 
     async def process_delete_expired_commitlog(self: Any, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """`executeDeleteFilesManually`: files past fileReservedTime go now, whatever `deleteWhen` says."""
-        from rmqtool.store.cleanup import clean_logics
-
         store, cfg = self.store, self.config
 
         def delete() -> int:
@@ -141,7 +139,7 @@ class MaintenanceProcessor:
             with cl.put_lock, store.flush_lock:
                 n = cl.mfq.delete_expired_by_time(cfg.file_reserved_time * 3600 * 1000, self.clock(),
                                                   immediately=False, batch_max=cfg.delete_file_batch_max)
-            clean_logics(store)
+            store.cleaner.clean_logics()  # the ConsumeQueue and index files below the new minimum
             return n
 
         n = await self.run(delete)
