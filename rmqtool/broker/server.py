@@ -44,6 +44,9 @@ class ServeOptions:
     mode: str = "all"  # "all" | "namesrv" (mqnamesrv) | "broker" (mqbroker)
     grpc_port: int = -1  # the 5.x gRPC endpoint (rmqtool.proxy); -1 = off, 0 = any free port
     grpc_port_soft: bool = False  # the CLI's default port: when taken, warn and serve without gRPC
+    # async (controller, host, port, soft, broker.conf properties) -> (server | None, Host | None, why off | None):
+    # rmqtool.proxy.launch.start_grpc, handed in by the CLI (the proxy layer sits above the broker)
+    grpc_starter: Any = None
 
 
 @dataclass
@@ -216,32 +219,16 @@ class Serve:
         return self.info
 
     async def _start_grpc(self) -> Host | None:
-        """The gRPC front (rmqtool.proxy) over the controller, unless `grpc_port` is -1."""
-        if self.opts.grpc_port < 0:
+        """The gRPC front over the controller, unless `grpc_port` is -1. The front lives in
+        rmqtool.proxy, a layer above this one, so whoever composes the process (the CLI) hands its
+        starter in as `ServeOptions.grpc_starter`; without one there is no gRPC endpoint."""
+        starter = self.opts.grpc_starter
+        if self.opts.grpc_port < 0 or starter is None:
             return None
-        from rmqtool.errors import RemotingError
-        from rmqtool.proxy import pb
-
-        if not pb.available():
-            if self.opts.grpc_port_soft:
-                self.grpc_off = "rocketmq-python-client not installed"
-                return None
-            raise RemotingError(f"no gRPC endpoint without its messages: {pb.IMPORT_ERROR}")
-        from rmqtool.proxy.config import ProxyConfig
-        from rmqtool.proxy.server import GrpcServer
-
         props = read_properties(self.opts.config_file) if self.opts.config_file else {}
-        grpc = GrpcServer(self.controller, self.listen_host, self.opts.grpc_port, ProxyConfig.from_properties(props))
-        try:
-            port = await grpc.start()
-        except RemotingError as e:
-            if self.opts.grpc_port_soft:  # the default port is taken: serve on, and say so
-                log.info("gRPC endpoint off: %s", e)
-                self.grpc_off = f"port {self.opts.grpc_port} in use"
-                return None
-            raise
-        self.grpc = grpc
-        return Host(self.listen_host, port)
+        self.grpc, host, self.grpc_off = await starter(self.controller, self.listen_host, self.opts.grpc_port,
+                                                        self.opts.grpc_port_soft, props)
+        return host
 
     def _conf_keys(self) -> set[str]:
         return set(read_properties(self.opts.config_file)) if self.opts.config_file else set()

@@ -71,8 +71,11 @@ def serve(
         print(f"rmqtool serve: --grpc-port must be -1 (off), 0 (any) or a port, not {grpc_port}", file=sys.stderr)
         raise typer.Exit(2)
     mode = "namesrv" if namesrv_only else "broker" if broker_only else "all"
+    from rmqtool.proxy.launch import start_grpc
+
     opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config, namesrv_addr, mode,
-                        grpc_port=8081 if grpc_port is None else grpc_port, grpc_port_soft=grpc_port is None)
+                        grpc_port=8081 if grpc_port is None else grpc_port, grpc_port_soft=grpc_port is None,
+                        grpc_starter=start_grpc)
     started: list[Any] = []
 
     def ready(info: Any) -> None:
