@@ -22,6 +22,7 @@ from rmqtool.broker.admin import AdminProcessor
 from rmqtool.broker.clientmanage import ClientManageProcessor
 from rmqtool.broker.clients import ClientManager
 from rmqtool.broker.cluster import ClusterSettings
+from rmqtool.broker.confvalues import conf_flag, conf_int
 from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
@@ -49,16 +50,6 @@ T = TypeVar("T")
 Processor = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | None]]
 
 
-def _flag(extra: dict[str, str], name: str, default: bool) -> bool:
-    v = extra.get(name)
-    return default if v is None else v.strip().lower() == "true"
-
-
-def _int(extra: dict[str, str], name: str, default: int) -> int:
-    try:
-        return int(extra.get(name, default))
-    except (TypeError, ValueError):
-        return default
 
 
 class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, AdminProcessor, TransactionProcessor,
@@ -79,17 +70,17 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.namesrv = NameServerProcessor(routes) if routes is not None else None
         extra: dict[str, str] = dict(getattr(self.config, "extra", {}) or {})
         # SQL92 filtering is on by default here (RocketMQ's enablePropertyFilter defaults to false)
-        self.enable_property_filter = _flag(extra, "enablePropertyFilter", True)
-        self.long_polling_enable = _flag(extra, "longPollingEnable", True)
-        self.short_polling_ms = _int(extra, "shortPollingTimeMills", 1000)
-        self.transaction_check_interval_ms = _int(extra, "transactionCheckInterval", 30_000)
-        self.transaction_timeout_ms = _int(extra, "transactionTimeOut", 6_000)
-        self.transaction_check_max = _int(extra, "transactionCheckMax", 15)
+        self.enable_property_filter = conf_flag(extra, "enablePropertyFilter", True)
+        self.long_polling_enable = conf_flag(extra, "longPollingEnable", True)
+        self.short_polling_ms = conf_int(extra, "shortPollingTimeMills", 1000)
+        self.transaction_check_interval_ms = conf_int(extra, "transactionCheckInterval", 30_000)
+        self.transaction_timeout_ms = conf_int(extra, "transactionTimeOut", 6_000)
+        self.transaction_check_max = conf_int(extra, "transactionCheckMax", 15)
         self.region_id = extra.get("regionId", "DefaultRegion")
         self.trace_on = extra.get("traceOn", "true")
         self.clients = ClientManager(self.clock)
         self.notifier = ConsumerIdsChangeNotifier(self.clients.consumer_channels, self.spawn, CACHED_WINDOW_S if not
-                                                  _flag(extra, "realTimeNotifyConsumerChange", True) else REAL_TIME_WINDOW_S)
+                                                  conf_flag(extra, "realTimeNotifyConsumerChange", True) else REAL_TIME_WINDOW_S)
         self.locks = RebalanceLockManager(self.clock)
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rmqtool-store")
         # With async flush a put is a memory copy into the mapped file: running it on the loop thread
@@ -115,8 +106,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             self.ha_server_addr)) if namesrv_addrs else None
         self._remote_version: tuple[int, int] | None = None
         self._remote_at = 0.0
-        self.register_period_s = _int(extra, "registerNameServerPeriod", 30_000) / 1000
-        self.force_register = _flag(extra, "forceRegister", True)  # BrokerConfig's default
+        self.register_period_s = conf_int(extra, "registerNameServerPeriod", 30_000) / 1000
+        self.force_register = conf_flag(extra, "forceRegister", True)  # BrokerConfig's default
         self.handlers: dict[int, Processor] = {
             RequestCode.SEND_MESSAGE: self.process_send,
             RequestCode.SEND_MESSAGE_V2: self.process_send,

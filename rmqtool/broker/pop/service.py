@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rmqtool.broker.confvalues import conf_flag, conf_int
 from rmqtool.broker.sql92 import SelectorError
 from rmqtool.layouts.pop import (
     POP_ORDER_REVIVE_QUEUE,
@@ -107,16 +108,6 @@ class ChangeInvisibleResult:
     extra_info: str
 
 
-def _flag(extra: dict[str, str], name: str, default: bool) -> bool:
-    v = extra.get(name)
-    return default if v is None else v.strip().lower() == "true"
-
-
-def _int(extra: dict[str, str], name: str, default: int) -> int:
-    try:
-        return int(extra.get(name, default))
-    except (TypeError, ValueError):
-        return default
 
 
 class PopService:
@@ -132,11 +123,11 @@ class PopService:
         self.broker_name: str = cfg.broker_name
         self.broker_ip = getattr(cfg, "broker_ip1", "127.0.0.1")
         self.revive_topic = revive_topic(cfg.broker_cluster_name)
-        self.revive_queue_num = max(1, _int(extra, "reviveQueueNum", 8))
-        self.retry_v2 = _flag(extra, "enableRetryTopicV2", False)
-        self.retry_v1_too = _flag(extra, "retrieveMessageFromPopRetryTopicV1", True)
-        self.retry_probability = _int(extra, "popFromRetryProbability", 20)
-        self.revive_interval_ms = _int(extra, "reviveInterval", 1000)
+        self.revive_queue_num = max(1, conf_int(extra, "reviveQueueNum", 8))
+        self.retry_v2 = conf_flag(extra, "enableRetryTopicV2", False)
+        self.retry_v1_too = conf_flag(extra, "retrieveMessageFromPopRetryTopicV1", True)
+        self.retry_probability = conf_int(extra, "popFromRetryProbability", 20)
+        self.revive_interval_ms = conf_int(extra, "reviveInterval", 1000)
         self.timer_wheel_enable = bool(getattr(cfg, "timer_wheel_enable", True))
         self.popper = Popper(self)
         self.locks: QueueLockManager = self.popper.locks
