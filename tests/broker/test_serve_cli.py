@@ -4,27 +4,11 @@ SIGTERM and SIGINT (store closed: no `abort` left, lock released), a locked stor
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 
 from tests.broker.conftest import READY, ServeProcess, Wire, rmqtool_env, send_ext
-
-
-def _free_port_pair() -> int:
-    """A port P with P and P-2 both free (the broker and its VIP channel)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind(("127.0.0.1", p))
-                b.bind(("127.0.0.1", p - 2))
-            return p
-        except OSError:
-            continue
-    raise RuntimeError("no free port pair")
+from tests.cluster_helpers import free_broker_port
 
 
 def test_ready_line_then_clean_shutdown_on_sigterm(tmp_path):
@@ -54,7 +38,7 @@ def test_ready_line_then_clean_shutdown_on_sigterm(tmp_path):
 
 
 def test_broker_conf_names_and_vip_channel(tmp_path):
-    port = _free_port_pair()
+    port = free_broker_port()  # its VIP port (-2) and HA port (+1) free as well
     conf = f"brokerName=broker-conf\nbrokerClusterName=ConfCluster\nlistenPort={port}\ndefaultTopicQueueNums=2\n"
     p = ServeProcess(tmp_path / "store", conf=conf, broker_port=None)
     try:
