@@ -7,12 +7,12 @@ table on) and port + 1 (HA) are free too: with ephemeral ports another broker's 
 from __future__ import annotations
 
 import re
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tests.client.servers import free_broker_port  # p, p - 2 (VIP) and p + 1 (HA) free
 from tests.serve_helpers import rmqtool_env, stop_process
 
 NAMESRV_READY = re.compile(r"rmqtool serve: name server ([\d.]+):(\d+)$", re.MULTILINE)
@@ -25,26 +25,6 @@ brokerClusterName=DefaultCluster
 mappedFileSizeCommitLog=67108864
 mappedFileSizeConsumeQueue=600000
 """
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_broker_port() -> int:
-    """A port p with p - 2, p + 1 free as well (the broker's VIP and HA ports)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        if p > 1026 and p < 65534 and all(_free(q) for q in (p, p - 2, p + 1)):
-            return p
-    raise RuntimeError("no free broker port triple")
 
 
 class Proc:
