@@ -20,10 +20,14 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from rmqtool.client.exceptions import BrokerError, ClientError
+from rmqtool.client.members import MQConsumerInner, MQProducerInner
+from rmqtool.client.reply import RequestFutures
 from rmqtool.client.route import MASTER_ID, TopicRouteData, broker_addr_table
+from rmqtool.client.running_info import answer_running_info
+from rmqtool.client.transaction_check import check_transaction_state
 from rmqtool.errors import RemotingError
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import HeartbeatData, ProducerData
@@ -35,10 +39,6 @@ from rmqtool.remoting.headers import (
     UnregisterClientRequestHeader,
 )
 from rmqtool.remoting.transport import Connection, connect
-
-if TYPE_CHECKING:
-    from rmqtool.client.consumer import ConsumerImpl
-    from rmqtool.client.producer import ProducerImpl
 
 log = logging.getLogger("rmqtool.client")
 T = TypeVar("T")
@@ -101,8 +101,6 @@ class ClientInstance:
         # changeInstanceNameToPID: two processes on one host must not share a client id
         self.instance_name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         self.client_id = f"{self.client_ip}@{self.instance_name}" + (f"@{unit_name}" if unit_name else "")
-        from rmqtool.client.reply import RequestFutures
-
         self.request_futures = RequestFutures()  # request(): correlation id -> the reply's future
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -115,8 +113,8 @@ class ClientInstance:
         # response suggested (suggestWhichBrokerId)
         self.pull_from_which_node: dict[tuple[str, Any], int] = {}
         self.broker_versions: dict[str, int] = {}
-        self.producers: dict[str, ProducerImpl] = {}
-        self.consumers: dict[str, ConsumerImpl] = {}
+        self.producers: dict[str, MQProducerInner] = {}
+        self.consumers: dict[str, MQConsumerInner] = {}
         self._tasks: list[asyncio.Task] = []
         self._users = 0
         self._lock = threading.Lock()
@@ -252,15 +250,11 @@ class ClientInstance:
                 consumer.rebalance_soon()
             return None
         if cmd.code == RequestCode.CHECK_TRANSACTION_STATE:
-            from rmqtool.client.producer import check_transaction_state
-
-            await check_transaction_state(self, cmd, conn)
+            await check_transaction_state(self.producers, self.config.language, cmd, conn)
             return None
         if cmd.code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:  # the reply to one of our request()s
             return self.request_futures.receive(cmd)
         if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:  # mqadmin consumerStatus, via the broker
-            from rmqtool.client.running_info import answer_running_info
-
             return answer_running_info(self, cmd)
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                             remark=f" request type {cmd.code} not supported")

@@ -28,24 +28,21 @@ from rmqtool.client.route import (
     publish_info,
     with_default_topic_queue_nums,
 )
+from rmqtool.client.transaction_check import TX_FLAG
 from rmqtool.errors import InvalidMessage, RemotingError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     AUTO_CREATE_TOPIC_KEY,
     DEFAULT_MAX_MESSAGE_SIZE,
     RETRY_GROUP_TOPIC_PREFIX,
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
-    TRANSACTION_ROLLBACK_TYPE,
 )
 from rmqtool.layouts.javahash import hashmap_order, java_string_hash
-from rmqtool.layouts.message import MessageExt, compress_body, decode_record
+from rmqtool.layouts.message import MessageExt, compress_body
 from rmqtool.layouts.msgid import UniqKeyFactory, decode_offset_msg_id
 from rmqtool.remoting.codes import RequestCode, ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.headers import (
-    CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
@@ -335,46 +332,6 @@ class TransactionListener(Protocol):
     def check_local_transaction(self, msg: Any) -> LocalTransactionState: ...
 
 
-_TX_FLAG = {LocalTransactionState.COMMIT_MESSAGE: TRANSACTION_COMMIT_TYPE,
-            LocalTransactionState.ROLLBACK_MESSAGE: TRANSACTION_ROLLBACK_TYPE,
-            LocalTransactionState.UNKNOW: TRANSACTION_NOT_TYPE}
-
-
-async def check_transaction_state(instance: ClientInstance, cmd: RemotingCommand, conn: Any) -> None:
-    """CHECK_TRANSACTION_STATE from a broker: ask the listener, answer with END_TRANSACTION (oneway)."""
-    try:
-        msg = decode_record(cmd.body, check_crc=False)
-    except Exception as e:
-        log.warning("undecodable transaction check: %s", e)
-        return
-    group = msg.properties.get(P.PGROUP, "")
-    producer = instance.producers.get(group)
-    if producer is None or producer.transaction_listener is None:
-        log.warning("transaction check for group %s without a listener", group)
-        return
-    try:
-        check = CheckTransactionStateRequestHeader.from_ext(cmd.ext_fields)
-    except ValueError as e:
-        log.warning("bad transaction check header: %s", e)
-        return
-    listener = producer.transaction_listener
-    loop = asyncio.get_running_loop()
-    remark = None
-    try:
-        state = await loop.run_in_executor(producer.check_executor, listener.check_local_transaction, msg)
-    except Exception as e:  # Java: the exception text goes into the remark, state UNKNOW
-        state, remark = LocalTransactionState.UNKNOW, f"checkLocalTransactionState Exception: {e}"
-    header = EndTransactionRequestHeader(
-        producerGroup=group, tranStateTableOffset=check.tranStateTableOffset,
-        commitLogOffset=check.commitLogOffset, commitOrRollback=_TX_FLAG[LocalTransactionState(state)],
-        msgId=msg.properties.get(P.UNIQ_KEY) or check.msgId or "", fromTransactionCheck=True,
-        transactionId=check.transactionId, topic=msg.topic).to_ext()
-    req = RemotingCommand.request(RequestCode.END_TRANSACTION, header, oneway=True)
-    req.remark = remark
-    req.language = instance.config.language
-    await conn.oneway(req)
-
-
 class Producer:
     """A RocketMQ producer speaking the remoting protocol, usable from plain (threaded) code.
 
@@ -580,7 +537,7 @@ class TransactionProducer(Producer):
             raise ClientError("cannot end the transaction: no broker address or offset msgId")
         header = EndTransactionRequestHeader(
             producerGroup=self.impl.group, tranStateTableOffset=result.queue_offset,
-            commitLogOffset=off.commit_log_offset, commitOrRollback=_TX_FLAG[state], msgId=result.msg_id,
+            commitLogOffset=off.commit_log_offset, commitOrRollback=TX_FLAG[state], msgId=result.msg_id,
             fromTransactionCheck=False, transactionId=msg.transaction_id, topic=msg.topic)
         req = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext(), oneway=True)
         if error is not None:
