@@ -14,12 +14,7 @@ from typing import Any
 from rmqtool.client import namespace as ns
 from rmqtool.client.allocate import AllocateMessageQueueStrategy
 from rmqtool.client.consumer_impl import ConsumerImpl
-from rmqtool.client.consumer_types import (
-    BROADCASTING,
-    CLUSTERING,
-    CONSUME_FROM_LAST_OFFSET,
-    Listener,
-)
+from rmqtool.client.consumer_types import BROADCASTING, CLUSTERING, CONSUME_FROM_LAST_OFFSET, Listener
 from rmqtool.client.exceptions import ClientError
 from rmqtool.client.instance import ClientConfig, ClientInstance, resolve_instance
 from rmqtool.client.message import MessageQueue

@@ -2,8 +2,8 @@
 
 `inspect batchconsumequeue PATH` walks `batchconsumequeue/<topic>/<queueId>/` (BatchCQ topics,
 5.0.0+), `inspect consumequeue_ext PATH` walks `consumequeue_ext/<topic>/<queueId>/` (only written
-with `enableConsumeQueueExt=true`). Kept apart from dissect.py, whose helpers they share, so each
-module stays about one family of files; `dissect.dissect` imports this module when asked for them.
+with `enableConsumeQueueExt=true`). Kept apart from dissect.py, whose helpers they share (dissect_common.py), so each
+module stays about one family of files; `dissect.dissect` dispatches to them.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 from rmqtool.inspect.bcq import BCQ_DIR, BcqEntry, iter_bcq_units
 from rmqtool.inspect.commitlog import CommitLogReader
 from rmqtool.inspect.cqext import CQ_EXT_DIR, ExtEntry, iter_ext_units
-from rmqtool.inspect.dissect import Progress, _root_and_rel, follow_message, queue_targets
+from rmqtool.inspect.dissect_common import Progress, follow_message, queue_targets, root_and_rel
 from rmqtool.inspect.files import ReadOnlyFile, queue_files, relpath
 from rmqtool.inspect.model import Filters, Item
 from rmqtool.layouts.batchcq import BcqUnit
@@ -32,7 +32,7 @@ def dissect_batchconsumequeue(path: Path, f: Filters, progress: Progress = None)
     """One `bcq-unit` per unit. `--offset N` starts at the unit holding queue offset N (a unit
     covers msgBaseOffset .. msgBaseOffset + batchSize - 1); `--since/--until` use the unit's own
     store time, so they need no CommitLog read."""
-    root, relroot = _root_and_rel(path)
+    root, relroot = root_and_rel(path)
     reader = CommitLogReader(queue_files(root / "commitlog")) if root is not None and (
         f.follow or f.key or f.msg_id or f.tag) else None
     try:
@@ -86,7 +86,7 @@ def dissect_consumequeue_ext(path: Path, f: Filters, progress: Progress = None) 
     """One `cq-ext-unit` per unit, a `cq-ext-blank` where a writer filled a file's end. `--offset`
     is the ext stream offset (the `extOffset` a ConsumeQueue unit shows); `--since/--until` use
     msgStoreTime."""
-    _, relroot = _root_and_rel(path)
+    _, relroot = root_and_rel(path)
     for topic, qid, files in queue_targets(path, CQ_EXT_DIR):
         if (f.topic is not None and topic != f.topic) or (f.queue is not None and qid != f.queue):
             continue

@@ -19,6 +19,7 @@ from typing import Any
 from rmqtool.inspect.commitlog import CommitLogReader
 from rmqtool.inspect.configs import ConfigError, load_config
 from rmqtool.inspect.cq import iter_units, queue_dirs
+from rmqtool.inspect.dissect_common import iso
 from rmqtool.inspect.files import as_queue_files, queue_files, relpath
 from rmqtool.inspect.model import Filters, Item
 from rmqtool.inspect.problems import Problem
@@ -42,8 +43,6 @@ _TAGS = (CK_TAG, ACK_TAG, BATCH_ACK_TAG)
 
 
 def _iso(ms: int | None) -> str | None:
-    from rmqtool.inspect.dissect import iso
-
     return iso(ms) if ms else None
 
 

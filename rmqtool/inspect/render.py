@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from itertools import groupby
 from typing import IO, Any
 
+from rmqtool.inspect.dissect_common import iso
 from rmqtool.inspect.fieldtree import Node, walk
 from rmqtool.inspect.model import Item
 from rmqtool.layouts.constants import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
@@ -109,8 +110,6 @@ _TIME_FIELDS = {"bornTimestamp", "storeTimestamp", "beginTimestamp", "endTimesta
 
 
 def _iso(ms: int) -> str:
-    from rmqtool.inspect.dissect import iso
-
     return iso(ms) or "-"
 
 

@@ -18,7 +18,9 @@ from rmqtool.inspect.commitlog import ScanResult, scan_commitlog
 from rmqtool.inspect.configs import ConfigError, int_keyed, load_config
 from rmqtool.inspect.cq import queue_dirs, queue_range
 from rmqtool.inspect.cqext import CQ_EXT_DIR, ext_range
-from rmqtool.inspect.dissect import dissect_checkpoint, dissect_timercheck, iso
+from rmqtool.inspect.dissect_common import iso
+from rmqtool.inspect.dissect_config import dissect_checkpoint
+from rmqtool.inspect.dissect_timer import dissect_timercheck
 from rmqtool.inspect.files import queue_files
 from rmqtool.inspect.layoutconfig import load_layout_config
 from rmqtool.inspect.model import Filters, Item
