@@ -23,20 +23,12 @@ from rmqtool.remoting import fastjson
 from rmqtool.remoting.codes import RequestCode
 from tests.broker.conftest import Wire, create_topic
 from tests.cluster_helpers import free_broker_port, master_conf, slave_conf, start_broker, start_namesrv
+from tests.wire_helpers import wait_until
 
 FAST = ClientConfig(poll_name_server_interval=1.0, rebalance_interval=1.0, persist_consumer_offset_interval=0.5,
                     heartbeat_broker_interval=1.0)
 TOPIC = "FailoverT"
 LAST_MOMENT = 5  # at most this many acknowledged by the ASYNC_MASTER may not be on its slave yet at the kill
-
-
-def _wait(cond, timeout: float) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def _has_topic(addr: str) -> bool:
@@ -92,16 +84,16 @@ def test_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path):
         procs["a1"], a_slave = start_broker(tmp_path, "a1", ns, slave_conf("broker-a"))
         procs["b1"], b_slave = start_broker(tmp_path, "b1", ns, slave_conf("broker-b"))
         # the slaves copied the topic from their masters (SlaveSynchronize) before the load starts
-        assert _wait(lambda: _has_topic(a_slave) and _has_topic(b_slave), 30)
+        assert wait_until(lambda: _has_topic(a_slave) and _has_topic(b_slave), 30)
 
         producer = SteadyProducer(ns)
         producer.start()
-        assert _wait(lambda: {b for _, _, b in producer.acked} == {"broker-a", "broker-b"}, 30)
+        assert wait_until(lambda: {b for _, _, b in producer.acked} == {"broker-a", "broker-b"}, 30)
         time.sleep(3.0)
         killed_at = time.monotonic()
         procs["a0"].stop(signal.SIGKILL)
         # sends go on, all to broker-b, within the client's fault-avoidance window
-        assert _wait(lambda: sum(t > killed_at + 1 for t, _, _ in producer.acked) >= 20, 20)
+        assert wait_until(lambda: sum(t > killed_at + 1 for t, _, _ in producer.acked) >= 20, 20)
         after = [(t, b) for t, _, b in producer.acked if t > killed_at]
         assert all(b == "broker-b" for _, b in after)
         assert after and after[0][0] - killed_at < 5.0, "sends did not move to broker-b in time"
@@ -123,13 +115,14 @@ def test_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path):
         try:
             # broker-a's master is down: its messages come from its slave (all but those acknowledged
             # in the last moment before the kill, which the async slave may not have had yet)
-            assert _wait(lambda: len(got & on_a) >= len(on_a) - LAST_MOMENT and (acked - on_a) <= got, 60), \
-                (len(got & on_a), len(on_a), len((acked - on_a) - got))
+            assert wait_until(lambda: len(got & on_a) >= len(on_a) - LAST_MOMENT and (acked - on_a) <= got,
+                              60), (len(got & on_a), len(on_a), len((acked - on_a) - got))
             from_slave = len(got & on_a)
             procs["a0"], _ = start_broker(tmp_path, "a0-again", ns,
                                           master_conf("broker-a", slaveReadEnable="true"), port=a_port,
                                           store=tmp_path / "a0-store")
-            assert _wait(lambda: acked <= got, 60), f"lost: {sorted(acked - got)[:10]} of {len(acked - got)}"
+            assert wait_until(lambda: acked <= got, 60), \
+                f"lost: {sorted(acked - got)[:10]} of {len(acked - got)}"
         finally:
             consumer.shutdown()
         assert from_slave >= len(on_a) - LAST_MOMENT > 0

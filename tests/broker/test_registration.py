@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
@@ -22,6 +21,7 @@ from rmqtool.remoting.codes import ResponseCode
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import Connection, RemotingServer
 from tests.broker.conftest import TEST_CONF, ServeProcess, Wire, create_topic
+from tests.wire_helpers import wait_until
 
 
 def _cluster(namesrv: Wire) -> ClusterInfo:
@@ -30,20 +30,11 @@ def _cluster(namesrv: Wire) -> ClusterInfo:
     return ClusterInfo.from_json_obj(fastjson.loads(r.body))
 
 
-def _wait(cond, timeout: float = 10.0) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_a_second_broker_joins_and_leaves_another_name_server(serve, namesrv, tmp_path):
     other = ServeProcess(tmp_path / "b-store", conf=TEST_CONF + "brokerName=broker-b\n",
                          extra_args=("--namesrv-addr", f"{serve.namesrv};127.0.0.1:1"))  # one of them is down
     try:
-        assert _wait(lambda: "broker-b" in _cluster(namesrv).brokerAddrTable)
+        assert wait_until(lambda: "broker-b" in _cluster(namesrv).brokerAddrTable, 10)
         info = _cluster(namesrv)
         assert sorted(info.clusterAddrTable["DefaultCluster"]) == ["broker-a", "broker-b"]
         assert info.brokerAddrTable["broker-b"].brokerAddrs == {0: other.broker}
@@ -54,7 +45,7 @@ def test_a_second_broker_joins_and_leaves_another_name_server(serve, namesrv, tm
             r = namesrv.request(105, {"topic": "OnlyOnB"})
             return TopicRouteData.decode(r.body) if r.code == 0 else None
 
-        assert _wait(lambda: routed() is not None, 5)
+        assert wait_until(lambda: routed() is not None, 5)
         route = routed()
         assert [(q.brokerName, q.writeQueueNums) for q in route.queueDatas] == [("broker-b", 2)]
     finally:
@@ -130,11 +121,11 @@ def test_force_register_false_queries_the_data_version_instead_of_registering(tm
     other = None
     try:
         other = ServeProcess(tmp_path / "f-store", conf=conf, extra_args=("--namesrv-addr", ns.addr))
-        assert _wait(lambda: ns.codes.count(322) >= 3)
+        assert wait_until(lambda: ns.codes.count(322) >= 3, 10)
         assert ns.codes.count(103) == 1 and ns.codes[0] == 103  # registered once, at start
         assert "broker-f" in ns.proc.routes.broker_addr_table
         create_topic(other.broker, "OnlyOnF", 1)
-        assert _wait(lambda: ns.proc.routes.pickup_topic_route_data("OnlyOnF") is not None, 5)
+        assert wait_until(lambda: ns.proc.routes.pickup_topic_route_data("OnlyOnF") is not None, 5)
         assert ns.codes.count(103) == 2  # a topic change registers at once, without asking
     finally:
         if other is not None:

@@ -9,15 +9,14 @@ GET_ALL_DELAY_OFFSET into its own managers: they decode as Java's wrappers.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import ClusterInfo
 from rmqtool.remoting.codes import RequestCode
-from tests.broker.conftest import Wire, create_topic, send_ext
+from tests.broker.conftest import create_topic, send_ext
 from tests.cluster_helpers import master_conf, start_broker, start_namesrv
+from tests.wire_helpers import request_once, wait_until
 
 from .conftest import start_apache, stop_apache
 from .harness import require_java
@@ -25,23 +24,6 @@ from .harness import require_java
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 TOPIC = "FromRmqtoolMaster"
 GROUP = "rmqtool_master_cg"
-
-
-def _req(addr: str, code: int, ext: dict | None = None, body: bytes = b""):
-    w = Wire(addr)
-    try:
-        return w.request(code, ext or {}, body)
-    finally:
-        w.close()
-
-
-def _wait(cond, timeout: float) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.5)
-    return False
 
 
 def test_apache_slave_copies_an_rmqtool_masters_metadata(tmp_path):
@@ -52,47 +34,52 @@ def test_apache_slave_copies_an_rmqtool_masters_metadata(tmp_path):
     try:
         m_proc, master = start_broker(tmp_path, "m", ns, master_conf("broker-a"))
         create_topic(master, TOPIC, 3)
-        assert _req(master, RequestCode.SEND_MESSAGE_V2, send_ext(TOPIC, 0), b"x").code == 0
+        assert request_once(master, RequestCode.SEND_MESSAGE_V2, send_ext(TOPIC, 0), b"x").code == 0
         pull = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "queueOffset": "0", "maxMsgNums": "1",
                 "sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*",
                 "subVersion": "0", "expressionType": "TAG"}
-        assert _req(master, RequestCode.PULL_MESSAGE, pull).code == 0  # creates the group
-        assert _req(master, RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC,
-                                                                 "queueId": "0", "commitOffset": "1"}).code == 0
+        assert request_once(master, RequestCode.PULL_MESSAGE, pull).code == 0  # creates the group
+        commit = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "commitOffset": "1"}
+        assert request_once(master, RequestCode.UPDATE_CONSUMER_OFFSET, commit).code == 0
         apache = start_apache(tmp_path / "apache", f"namesrvAddr={ns}", "brokerName=broker-a",
                               "brokerRole=SLAVE", "brokerId=1")
 
         def listed() -> bool:
-            info = ClusterInfo.from_json_obj(fastjson.loads(_req(ns, RequestCode.GET_BROKER_CLUSTER_INFO).body))
+            body = request_once(ns, RequestCode.GET_BROKER_CLUSTER_INFO).body
+            info = ClusterInfo.from_json_obj(fastjson.loads(body))
             return info.brokerAddrTable["broker-a"].brokerAddrs == {0: master, 1: apache.broker}
 
-        assert _wait(listed, 30)
+        assert wait_until(listed, 30, 0.5)
 
         def topic_copied() -> bool:
-            r = _req(apache.broker, RequestCode.GET_ALL_TOPIC_CONFIG)
+            r = request_once(apache.broker, RequestCode.GET_ALL_TOPIC_CONFIG)
             return r.code == 0 and TOPIC in fastjson.loads(r.body)["topicConfigTable"]
 
         # Java's first syncAll runs 10 s after the start, then every 60 s
-        assert _wait(topic_copied, 60), (tmp_path / "apache" / "apache.stderr").read_text(errors="replace")[-3000:]
-        theirs = fastjson.loads(_req(apache.broker, RequestCode.GET_ALL_TOPIC_CONFIG).body)
-        ours = fastjson.loads(_req(master, RequestCode.GET_ALL_TOPIC_CONFIG).body)
+        assert wait_until(topic_copied, 60, 0.5), (
+            tmp_path / "apache" / "apache.stderr").read_text(errors="replace")[-3000:]
+        theirs = fastjson.loads(request_once(apache.broker, RequestCode.GET_ALL_TOPIC_CONFIG).body)
+        ours = fastjson.loads(request_once(master, RequestCode.GET_ALL_TOPIC_CONFIG).body)
         assert theirs["topicConfigTable"][TOPIC]["writeQueueNums"] == 3
         # every topic of ours is there (Java's slave then bumps its own DataVersion once per topic
         # it deletes and re-adds, so the counters differ)
         assert set(ours["topicConfigTable"]) <= set(theirs["topicConfigTable"])
 
         def offset_copied() -> bool:
-            r = _req(apache.broker, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": TOPIC,
-                                                                        "queueId": "0"})
+            r = request_once(apache.broker, RequestCode.QUERY_CONSUMER_OFFSET,
+                             {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0"})
             return r.code == 0 and r.ext_fields.get("offset") == "1"
 
-        assert _wait(offset_copied, 10)
-        assert _wait(lambda: GROUP in fastjson.loads(_req(apache.broker, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-                                                     .body)["subscriptionGroupTable"], 10)
-        delay = _req(master, RequestCode.GET_ALL_DELAY_OFFSET)
+        assert wait_until(offset_copied, 10, 0.5)
+        def group_copied() -> bool:
+            body = request_once(apache.broker, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body
+            return GROUP in fastjson.loads(body)["subscriptionGroupTable"]
+
+        assert wait_until(group_copied, 10, 0.5)
+        delay = request_once(master, RequestCode.GET_ALL_DELAY_OFFSET)
         assert delay.code == 0
         copied = apache.store / "config" / "delayOffset.json"
-        assert _wait(copied.exists, 10) and copied.read_bytes() == delay.body
+        assert wait_until(copied.exists, 10, 0.5) and copied.read_bytes() == delay.body
     finally:
         if apache is not None:
             stop_apache(apache)

@@ -19,76 +19,24 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from rmqtool.client import (
-    CONSUME_FROM_FIRST_OFFSET,
-    ClientConfig,
-    ConsumeStatus,
-    Message,
-    MessageExt,
-    MessageQueue,
-    Producer,
-    PushConsumer,
-)
+from rmqtool.client import Producer
 from rmqtool.remoting import fastjson
-from rmqtool.remoting.command import RemotingCommand
 
-from .harness import java_cmd, require_java
+from .harness import require_java
+from .mqadmin_session import CMD_TIMEOUT, MQAdmin, cluster_rows, group_lagging_by_one, ok, run_once, table
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 
 QUEUES = 4
-CMD_TIMEOUT = 60.0  # s, one mqadmin command (its own RPC timeouts are 3-5 s)
 
 # What `rmqtool serve` is known not to answer yet (found by these very tests): check name -> reason.
 SERVE_GAPS: dict[str, str] = {}
-
-
-class MQAdmin:
-    """One JVM running Apache's mqadmin commands one after another (MQAdminSession.java)."""
-
-    def __init__(self, namesrv: str, home: Path) -> None:
-        require_java()
-        home.mkdir(parents=True, exist_ok=True)
-        self.namesrv = namesrv
-        self.stderr = open(home / "mqadmin.stderr", "wb")  # noqa: SIM115 - closed in close()
-        self.proc = subprocess.Popen(java_cmd("MQAdminSession", home=home), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr)
-        self._timer: threading.Timer | None = None
-
-    def run(self, *args: str) -> dict:
-        """`mqadmin <args> -n <namesrv>`: {"args", "out", "err", "ms"}; the JVM is killed past CMD_TIMEOUT."""
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        line = "\t".join([args[0], "-n", self.namesrv, *args[1:]])
-        timer = threading.Timer(CMD_TIMEOUT, self.proc.kill)
-        timer.start()
-        try:
-            self.proc.stdin.write(line.encode() + b"\n")
-            self.proc.stdin.flush()
-            reply = self.proc.stdout.readline()
-        finally:
-            timer.cancel()
-        if not reply:
-            raise RuntimeError(f"mqadmin session died during {args!r} (killed after {CMD_TIMEOUT} s?)")
-        return json.loads(reply)
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.stderr.close()
 
 
 @dataclass
@@ -104,21 +52,6 @@ class Scenario:
     out: dict[str, dict] = field(default_factory=dict)  # check name -> mqadmin result
 
 
-def _committed(producer: Producer, broker_addr: str, group: str, topic: str, qid: int) -> int:
-    """The group's offset on the broker (QUERY_CONSUMER_OFFSET 14), -1 if none: what mqadmin must report."""
-    cmd = RemotingCommand.request(14, {"consumerGroup": group, "topic": topic, "queueId": str(qid)})
-    r = producer.instance.run(producer.instance.invoke(broker_addr, cmd))
-    return int(r.ext_fields.get("offset", -1)) if r.code == 0 else -1
-
-
-def _wait(what: Callable[[], str], cond: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while not cond():
-        if time.time() > deadline:
-            raise TimeoutError(what())
-        time.sleep(0.1)
-
-
 def run_scenario(broker, home: Path) -> Scenario:
     tag = f"{broker.kind}_{os.getpid()}"
     sc = Scenario(broker, f"MQA_T_{tag}", f"MQA_T2_{tag}", f"MQA_G_{tag}", f"mqa-key-{tag}")
@@ -129,55 +62,17 @@ def run_scenario(broker, home: Path) -> Scenario:
         sc.out["updateTopic"] = admin.run("updateTopic", "-b", broker.broker, "-t", sc.topic,
                                           "-r", str(QUEUES), "-w", str(QUEUES))
         sc.out["updateTopicCluster"] = admin.run("updateTopic", "-c", cluster, "-t", sc.topic2, "-r", "2", "-w", "2")
-
-        release = threading.Event()
-        consumed: list[str] = []
-
-        def listener(msgs: list[MessageExt], ctx: object) -> ConsumeStatus:
-            for m in msgs:
-                if m.properties.get("TAGS") == "held":
-                    release.wait(CMD_TIMEOUT * 2)  # keeps the committed offset just before it
-                else:
-                    consumed.append(m.properties.get("UNIQ_KEY", ""))
-            return ConsumeStatus.CONSUME_SUCCESS
-
-        fast = ClientConfig(persist_consumer_offset_interval=0.3)
-        with Producer(f"MQA_PG_{tag}", broker.namesrv) as producer:
-            _wait(lambda: f"route of {sc.topic}", lambda: len(_safe_queues(producer, sc.topic)) == QUEUES)
-            broker_name = _safe_queues(producer, sc.topic)[0].broker_name
-            for q in range(QUEUES):
-                mq = MessageQueue(sc.topic, broker_name, q)
-                for i in range(q + 2):
-                    t = "held" if i == q + 1 else "done"
-                    r = producer.send(Message(sc.topic, f"body-{q}-{i}", tags=t,
-                                              keys=[sc.key, f"{sc.key}-{q}-{i}"]), queue=mq)
-                    sc.sent.setdefault(q, []).append((t, r.msg_id))
-            consumer = PushConsumer(sc.group, broker.namesrv, consume_from_where=CONSUME_FROM_FIRST_OFFSET,
-                                    config=fast).subscribe(sc.topic, "*").register_listener(listener)
-            consumer.start()
-            try:
-                def offsets() -> list[int]:
-                    return [_committed(producer, broker.broker, sc.group, sc.topic, q) for q in range(QUEUES)]
-
-                _wait(lambda: f"the consumer committed every done message: {offsets()}, consumed {len(consumed)}",
-                      lambda: offsets() == [q + 1 for q in range(QUEUES)])
-                for name, args in commands(sc).items():
-                    sc.out[name] = admin.run(*args)
-            finally:
-                release.set()
-                consumer.shutdown()
+        with Producer(f"MQA_PG_{tag}", broker.namesrv) as producer, group_lagging_by_one(
+                producer, broker.namesrv, broker.broker, sc.topic, sc.group, QUEUES,
+                lambda q, i: [sc.key, f"{sc.key}-{q}-{i}"], CMD_TIMEOUT * 2) as sent:
+            sc.sent = sent
+            for name, args in commands(sc).items():
+                sc.out[name] = admin.run(*args)
     finally:
         admin.close()
         # every command's output, for whoever reads a failure
         (home / "mqadmin-outputs.json").write_text(json.dumps(sc.out, indent=1))
     return sc
-
-
-def _safe_queues(producer: Producer, topic: str) -> list[MessageQueue]:
-    try:
-        return producer.fetch_publish_message_queues(topic)
-    except Exception:  # noqa: BLE001 - not routed yet
-        return []
 
 
 def commands(sc: Scenario) -> dict[str, tuple[str, ...]]:
@@ -200,32 +95,6 @@ def commands(sc: Scenario) -> dict[str, tuple[str, ...]]:
 
 # --- parsing mqadmin's output -------------------------------------------------------------------
 
-def ok(res: dict) -> str:
-    """The command's stdout, after checking it did not fail (mqadmin prints failures, exits 0)."""
-    assert "command failed" not in res["out"] + res["err"], f"{res['args']}: {res['out']}{res['err'][-3000:]}"
-    return res["out"]
-
-
-def table(out: str) -> list[list[str]]:
-    """Rows under the '#Header' line, split on runs of blanks."""
-    lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("#"))
-    rows = []
-    for line in lines[start + 1:]:
-        if not line.strip():
-            break
-        rows.append(line.split())
-    return rows
-
-
-def cluster_rows(out: str) -> list[dict[str, str]]:
-    rows = []
-    for r in table(out):
-        rows.append({"cluster": r[0], "broker": r[1], "bid": r[2], "addr": r[3], "version": r[4],
-                     "activated": r[-1]})
-    return rows
-
-
 def fields(out: str) -> dict[str, str]:
     """`Name:   value` lines (queryMsgById, brokerStatus)."""
     d = {}
@@ -245,14 +114,8 @@ _RUNS: dict[str, Scenario | Exception] = {}
 def sc(any_broker, tmp_path_factory, request) -> Scenario:
     """The scenario of this broker, run once; marks the check xfail where serve has a known gap."""
     require_java()  # skips (mqadmin not built) before anything runs against serve
-    if any_broker.kind not in _RUNS:
-        try:
-            _RUNS[any_broker.kind] = run_scenario(any_broker, tmp_path_factory.mktemp(f"mqadmin-{any_broker.kind}"))
-        except Exception as e:  # noqa: BLE001 - reported by every check, run once
-            _RUNS[any_broker.kind] = e
-    run = _RUNS[any_broker.kind]
-    if isinstance(run, Exception):
-        raise RuntimeError(f"mqadmin scenario against {any_broker.kind} failed: {run!r}") from run
+    run = run_once(_RUNS, any_broker.kind, "mqadmin scenario",
+                   lambda: run_scenario(any_broker, tmp_path_factory.mktemp(f"mqadmin-{any_broker.kind}")))
     name = request.node.originalname.removeprefix("test_")
     if any_broker.kind == "rmqtool" and name in SERVE_GAPS:
         request.applymarker(pytest.mark.xfail(reason=SERVE_GAPS[name], strict=False))

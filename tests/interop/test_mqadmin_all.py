@@ -16,25 +16,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from rmqtool.client import (
-    CONSUME_FROM_FIRST_OFFSET,
-    ClientConfig,
-    ConsumeStatus,
-    Message,
-    MessageExt,
-    MessageQueue,
-    Producer,
-    PushConsumer,
-)
+from rmqtool.client import Producer
 
 from .harness import require_java
-from .test_mqadmin import CMD_TIMEOUT, MQAdmin, _committed, _safe_queues, _wait, cluster_rows
+from .mqadmin_session import CMD_TIMEOUT, MQAdmin, cluster_rows, group_lagging_by_one, run_once
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -166,36 +156,13 @@ def run_all(broker, home: Path) -> Run:
         row = next(r for r in cluster_rows(admin.run("clusterList")["out"]) if r["addr"] == broker.broker)
         names["CLUSTER"], names["BNAME"] = row["cluster"], row["broker"]
         admin.run("updateTopic", "-b", broker.broker, "-t", names["TOPIC"], "-r", str(QUEUES), "-w", str(QUEUES))
-        release = threading.Event()
-
-        def listener(msgs: list[MessageExt], ctx: object) -> ConsumeStatus:
-            for m in msgs:
-                if m.properties.get("TAGS") == "held":
-                    release.wait(CMD_TIMEOUT * 4)  # keeps the committed offset just before it
-            return ConsumeStatus.CONSUME_SUCCESS
-
-        with Producer(names["PGROUP"], broker.namesrv) as producer:
-            _wait(lambda: "route", lambda: len(_safe_queues(producer, names["TOPIC"])) == QUEUES)
-            for q in range(QUEUES):
-                mq = MessageQueue(names["TOPIC"], names["BNAME"], q)
-                for i in range(q + 2):
-                    r = producer.send(Message(names["TOPIC"], f"body-{q}-{i}", tags="held" if i == q + 1 else "done",
-                                              keys=[names["KEY"]]), queue=mq)
-                    names.setdefault("MSGID", r.msg_id)
-            consumer = PushConsumer(names["GROUP"], broker.namesrv, consume_from_where=CONSUME_FROM_FIRST_OFFSET,
-                                    config=ClientConfig(persist_consumer_offset_interval=0.3))
-            consumer.subscribe(names["TOPIC"], "*").register_listener(listener)
-            consumer.start()
-            try:
-                _wait(lambda: "committed offsets", lambda: [
-                    _committed(producer, broker.broker, names["GROUP"], names["TOPIC"], q)
-                    for q in range(QUEUES)] == [q + 1 for q in range(QUEUES)])
-                write_inputs(names, home)
-                for name, args in plan(names, home):
-                    run.out[name] = admin.run(*args)
-            finally:
-                release.set()
-                consumer.shutdown()
+        with Producer(names["PGROUP"], broker.namesrv) as producer, group_lagging_by_one(
+                producer, broker.namesrv, broker.broker, names["TOPIC"], names["GROUP"], QUEUES,
+                lambda q, i: [names["KEY"]], CMD_TIMEOUT * 4) as sent:
+            names["MSGID"] = sent[0][0][1]
+            write_inputs(names, home)
+            for name, args in plan(names, home):
+                run.out[name] = admin.run(*args)
     finally:
         admin.close()
         (home / "mqadmin-all.json").write_text(json.dumps(run.out, indent=1))
@@ -315,15 +282,8 @@ _RUNS: dict[str, Run | Exception] = {}
 
 
 def _run(broker, tmp_path_factory) -> Run:
-    if broker.kind not in _RUNS:
-        try:
-            _RUNS[broker.kind] = run_all(broker, tmp_path_factory.mktemp(f"mqadmin-all-{broker.kind}"))
-        except Exception as e:  # noqa: BLE001 - reported by every check, run once
-            _RUNS[broker.kind] = e
-    r = _RUNS[broker.kind]
-    if isinstance(r, Exception):
-        raise RuntimeError(f"mqadmin run against {broker.kind} failed: {r!r}") from r
-    return r
+    return run_once(_RUNS, broker.kind, "mqadmin run",
+                    lambda: run_all(broker, tmp_path_factory.mktemp(f"mqadmin-all-{broker.kind}")))
 
 
 # what fails on Apache's broker too, by design of the plan: the trace topic is off, a missing group

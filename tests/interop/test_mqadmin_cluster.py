@@ -20,7 +20,7 @@ from tests.cluster_helpers import free_broker_port, master_conf, slave_conf, sta
 
 from .conftest import free_port, start_apache, stop_apache
 from .harness import require_java
-from .test_mqadmin import MQAdmin, cluster_rows, ok
+from .mqadmin_session import MQAdmin, cluster_rows, ok
 
 pytestmark = pytest.mark.interop
 

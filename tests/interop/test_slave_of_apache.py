@@ -9,16 +9,16 @@ master has one, delayOffset.json (GET_ALL_DELAY_OFFSET), as a Java slave would.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from rmqtool.client import Message, Producer, PullConsumer
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import ClusterInfo
 from rmqtool.remoting.codes import RequestCode
-from tests.broker.conftest import Wire, create_topic
+from tests.broker.conftest import Wire, create_topic  # noqa: F401 (Wire: for requests on one held connection)
 from tests.cluster_helpers import slave_conf, start_broker, start_namesrv
+from tests.wire_helpers import request_once as _req
+from tests.wire_helpers import wait_until as _wait
 
 from .conftest import start_apache, stop_apache
 from .harness import require_java
@@ -26,23 +26,6 @@ from .harness import require_java
 pytestmark = pytest.mark.interop
 TOPIC = "FromApacheMaster"
 GROUP = "apache_master_cg"
-
-
-def _req(addr: str, code: int, ext: dict | None = None):
-    w = Wire(addr)
-    try:
-        return w.request(code, ext or {})
-    finally:
-        w.close()
-
-
-def _wait(cond, timeout: float) -> bool:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if cond():
-            return True
-        time.sleep(0.3)
-    return False
 
 
 def test_rmqtool_slave_copies_an_apache_masters_metadata(tmp_path):
