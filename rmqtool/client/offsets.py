@@ -44,6 +44,16 @@ class OffsetStore:
     def read_memory(self, mq: MessageQueue) -> int:
         return self.table.get(mq, -1)
 
+    async def _broker_addr(self, mq: MessageQueue, *, only_master_first: bool) -> str | None:
+        """`findBrokerAddressInSubscribe` for `mq`'s broker group (the master first, or with
+        `only_master_first` only the master), then after a route refresh any broker of the group."""
+        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, only_master_first)
+        if found is None:
+            with contextlib.suppress(RemotingError):
+                await self.instance.update_route(mq.topic)
+            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
+        return found[0] if found is not None else None
+
     async def read(self, mq: MessageQueue) -> int:
         """From the persistent place: >= 0 an offset, -1 none yet, -2 could not ask."""
         raise NotImplementedError
@@ -68,14 +78,9 @@ class RemoteBrokerOffsetStore(OffsetStore):
     async def read(self, mq: MessageQueue) -> int:
         """`fetchConsumeOffsetFromBroker`: the master, after a route refresh any broker of the
         group (its slave, which copies the master's offsets, when the master is gone)."""
-        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
-        if found is None:
-            with contextlib.suppress(RemotingError):
-                await self.instance.update_route(mq.topic)
-            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
-            if found is None:
-                return -2
-        addr = found[0]
+        addr = await self._broker_addr(mq, only_master_first=True)
+        if addr is None:
+            return -2
         req = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET,
                                       QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id).to_ext())
         try:
@@ -97,14 +102,9 @@ class RemoteBrokerOffsetStore(OffsetStore):
             return
         # updateConsumeOffsetToBroker: the master, else any broker of the group (its slave keeps
         # the offset until the master's copy overwrites it), a route refresh in between
-        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
-        if found is None:
-            with contextlib.suppress(RemotingError):
-                await self.instance.update_route(mq.topic)
-            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, False)
-            if found is None:
-                return
-        addr = found[0]
+        addr = await self._broker_addr(mq, only_master_first=False)
+        if addr is None:
+            return
         req = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
             self.group, mq.topic, mq.queue_id, off).to_ext(), oneway=oneway)
         try:

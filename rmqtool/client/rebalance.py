@@ -195,13 +195,7 @@ class RebalanceImpl:
     # ---- orderly locks ---------------------------------------------------------------------------
     async def lock(self, mqs: list[MessageQueue]) -> set[MessageQueue]:
         out: set[MessageQueue] = set()
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for broker, items in by_broker.items():
-            addr = self.instance.master_addr(broker)
-            if addr is None:
-                continue
+        for addr, items in self._by_master(mqs):
             body = self._lock_body(items)
             try:
                 resp = await self.instance.invoke(addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ,
@@ -213,19 +207,27 @@ class RebalanceImpl:
                     out.add(MessageQueue(e.topic, e.brokerName, e.queueId))
         return out
 
+    def _by_master(self, mqs: list[MessageQueue]) -> list[tuple[str, list[MessageQueue]]]:
+        """The queues grouped by broker, each group with its master's address (locks live on the
+        master; a broker without a known master is left out, as `findBrokerAddressInSubscribe`
+        with onlyThisBroker finds none)."""
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        out = []
+        for broker, items in by_broker.items():
+            addr = self.instance.master_addr(broker)
+            if addr is not None:
+                out.append((addr, items))
+        return out
+
     def _lock_body(self, mqs: list[MessageQueue]) -> bytes:
         return fastjson.dumpb(LockBatchRequestBody(
             self.group, self.instance.client_id,
             [MessageQueueBody(m.topic, m.broker_name, m.queue_id) for m in mqs]).to_json_obj())
 
     async def unlock(self, mqs: list[MessageQueue], oneway: bool = False) -> None:
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in mqs:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for broker, items in by_broker.items():
-            addr = self.instance.master_addr(broker)
-            if addr is None:
-                continue
+        for addr, items in self._by_master(mqs):
             req = RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, body=self._lock_body(items), oneway=oneway)
             with contextlib.suppress(RemotingError):
                 if oneway:

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +30,7 @@ from rmqtool.layouts.constants import (
 )
 from rmqtool.layouts.message import MessageExt
 from rmqtool.store.config import parse_delay_levels
+from rmqtool.store.jsonconfig import write_file
 
 log = logging.getLogger(__name__)
 
@@ -177,21 +176,10 @@ def delay_offset_path(root: Path) -> Path:
 
 
 def write_config_file(path: Path, text: str) -> None:
-    """`ConfigManager.persist` (5.1.0-5.3.3 keeps the previous content as `<f>.bak`); the new
-    content is written to a temporary file and renamed so a crash never leaves a torn file.
-    StoreError when it cannot be written (a full disk)."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        if path.exists() and path.stat().st_size > 0:
-            shutil.copyfile(path, path.with_name(path.name + ".bak"))
-        os.replace(tmp, path)
-    except OSError as e:
-        raise StoreError(f"cannot write {path.name}: {e.strerror or e}") from None
+    """`ConfigManager.persist` of delayOffset.json: the previous content kept as `<f>.bak`, the
+    new one written to a temporary file, fsynced and renamed (jsonconfig.write_file, the writer
+    of every config file). StoreError when it cannot be written (a full disk)."""
+    write_file(path, text)
 
 
 def read_config_file(path: Path) -> str | None:
