@@ -27,7 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "validators": {"layouts", "errors"},
     "timeparse": {"errors"},
     "store": BASE,
-    "remoting": BASE,
+    "remoting": BASE | {"store"},
     "broker": BASE | {"store", "remoting"},
     "client": BASE | {"store", "remoting"},
     "proxy": BASE | {"store", "remoting", "broker", "client"},
