@@ -11,8 +11,8 @@ from rmqtool.errors import InvalidInput, RmqError
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import TIMER_MAGIC_DELETE, TIMER_MAGIC_ROLL
 from rmqtool.layouts.message import MessageExt
-from rmqtool.store.timer.schedule import LONG_MAX, PUT_OK, build_delete_key
 from rmqtool.store.timer.timerlog import TimerUnit
+from rmqtool.store.timer.timerrules import LONG_MAX, PUT_OK, build_delete_key
 
 log = logging.getLogger("rmqtool.store.timer.timerstore")
 

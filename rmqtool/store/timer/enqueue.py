@@ -16,8 +16,8 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.timer import TIMERLOG_UNIT
-from rmqtool.store.timer.schedule import LONG_MAX, peek_timer_fields, roll_target
 from rmqtool.store.timer.timerlog import pack_unit
+from rmqtool.store.timer.timerrules import LONG_MAX, peek_timer_fields, roll_target
 
 
 class TimerEnqueueService:

@@ -16,7 +16,7 @@ queue offset is re-derived from the last unit, and the read time only moves afte
 was delivered, so a crash repeats work (at-least-once) and never skips it.
 
 This module is the facade (files, state, checkpoint, flush, the service thread); the work is in
-its bases, one job each: recovery.py, enqueue.py, dequeue.py, with the pure rules in schedule.py.
+its bases, one job each: recovery.py, enqueue.py, dequeue.py, with the pure rules in timerrules.py.
 """
 
 from __future__ import annotations
@@ -35,7 +35,10 @@ from rmqtool.store.timer.dequeue import TimerDequeueService
 from rmqtool.store.timer.enqueue import TimerEnqueueService
 from rmqtool.store.timer.hooks import snap_precision
 from rmqtool.store.timer.recovery import TimerRecovery
-from rmqtool.store.timer.schedule import (
+from rmqtool.store.timer.timercheck import TimerCheckpoint
+from rmqtool.store.timer.timerlog import TimerLog
+from rmqtool.store.timer.timermetrics import TimerMetrics
+from rmqtool.store.timer.timerrules import (
     DEFAULT_TIMERLOG_FILE_SIZE,
     LONG_MAX,
     build_delete_key,
@@ -43,9 +46,6 @@ from rmqtool.store.timer.schedule import (
     roll_target,
     roll_window_slots,
 )
-from rmqtool.store.timer.timercheck import TimerCheckpoint
-from rmqtool.store.timer.timerlog import TimerLog
-from rmqtool.store.timer.timermetrics import TimerMetrics
 from rmqtool.store.timer.timerwheel import TimerWheel
 
 log = logging.getLogger(__name__)
