@@ -40,6 +40,7 @@ from rmqtool.layouts.message import (
 )
 from rmqtool.layouts.msgid import create_offset_msg_id
 from rmqtool.layouts.net import Host
+from rmqtool.store.batchput import BatchPutResult, put_batch
 from rmqtool.store.checkpoint import StoreCheckpoint
 from rmqtool.store.cleanup import CleanCommitLogService, DiskUsage
 from rmqtool.store.commitlog import CommitLog
@@ -432,6 +433,16 @@ class MessageStore:
                     r.status = status
         return results
 
+    def put_batch(self, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
+                  reconsume_times: int, flags: list[int], bodies: list[bytes],
+                  props_list: list[dict[str, str]]) -> BatchPutResult | None:
+        """One client batch of one topic and queue without a MessageExt per message, or None
+        when it needs `put_messages` (store/batchput.py says when; nothing is done then)."""
+        if self.read_only:
+            raise StoreError("store opened read-only")
+        return put_batch(self, topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags,
+                         bodies, props_list)
+
     def _dispatch_locked(self, msgs: list[MessageExt], now: int,
                          dispatched: list[DispatchRequest] | None) -> Iterable[tuple[str, int]]:
         """ConsumeQueue units and index keys of appended records (caller holds the put lock).
@@ -445,10 +456,14 @@ class MessageStore:
         try:
             return self.dispatcher.dispatch_appended(msgs, now, self.delay_levels_ms, dispatched)
         except (StoreError, OSError) as e:
-            self.running_flags.make_logics_queue_error()
-            log.error("consume queue or index can not write (%s): puts are refused until restart, "
-                      "whose recovery builds what is missing from the CommitLog", e)
+            self.dispatch_failed(e)
             return {(m.topic, m.queue_id) for m in msgs}
+
+    def dispatch_failed(self, e: Exception) -> None:
+        """A unit or index key of appended records could not be written (see `_dispatch_locked`)."""
+        self.running_flags.make_logics_queue_error()
+        log.error("consume queue or index can not write (%s): puts are refused until restart, "
+                  "whose recovery builds what is missing from the CommitLog", e)
 
     def _refuse(self, msgs: list[MessageExt], status: PutMessageStatus) -> list[PutResult]:
         """Results that store nothing (`HookUtils.checkBeforePutMessage`, a failed file creation)."""
