@@ -405,6 +405,11 @@ class LocalBroker:
         return send_batch_body(self, topic, queue_id, body, batch_props, sys_flag, born_timestamp, born_host,
                                reconsume_times)
 
+    def check_batch(self, msgs: list[MessageExt]) -> None:
+        """What `send_batch` checks before it stores anything (then `send_batch(msgs, checked=True)`)."""
+        self._check_writable()
+        self._check_batch(msgs)
+
     def _check_batch(self, msgs: list[MessageExt]) -> None:
         """`check` of every message in order (same errors), the topic's part once per topic."""
         max_size = self.config.max_message_size
