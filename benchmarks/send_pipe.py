@@ -114,6 +114,10 @@ def main() -> None:
     ap.add_argument("--no-replay", action="store_true", help="leave out the `rmqtool replay --jsonl` case")
     ap.add_argument("--dir", type=Path, default=None, help="scratch directory (default: a temporary one)")
     args = ap.parse_args()
+    # start-up as an installed rmqtool has it: pip writes the bytecode at install, a checkout
+    # run with PYTHONDONTWRITEBYTECODE=1 would compile every module from source in each command
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "rmqtool")], check=False,
+                   stdout=subprocess.DEVNULL)
     scratch = Path(tempfile.mkdtemp(prefix="send-pipe-", dir=args.dir))
     try:
         n = args.messages

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from rmqtool.client.message import Message
 from rmqtool.errors import InvalidInput, StoreError
 from rmqtool.layouts import properties as P
@@ -164,7 +166,10 @@ def from_json_lines(lines: Iterable[str], *, to_topic: str | None = None,
         if not line:
             continue
         try:
-            o = json.loads(line)
+            try:
+                o = orjson.loads(line)
+            except orjson.JSONDecodeError:  # what orjson refuses (NaN, huge integers) json may take
+                o = json.loads(line)
             if "bodyBase64" in o:
                 body = base64.b64decode(o["bodyBase64"])
             elif "body" in o and o["body"] is not None:
