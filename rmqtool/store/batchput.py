@@ -89,7 +89,7 @@ _SCHEDULE_KEYS = frozenset((P.DELAY, P.TIMER_DELIVER_MS, P.TIMER_DELAY_SEC, P.TI
 
 
 def put_batch(store: Any, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
-              reconsume_times: int, flags: list[int], bodies: list[bytes],
+              reconsume_times: int, flags: list[int], bodies: list[bytes] | list[memoryview],
               props_list: list[dict[str, str]]) -> BatchPutResult | None:
     """Append one batch of one topic and queue, or None (nothing done) when `put_messages` must.
 

@@ -170,7 +170,7 @@ class PutPath:
         return results
 
     def put_batch(self, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
-                  reconsume_times: int, flags: list[int], bodies: list[bytes],
+                  reconsume_times: int, flags: list[int], bodies: list[bytes] | list[memoryview],
                   props_list: list[dict[str, str]]) -> BatchPutResult | None:
         """One client batch of one topic and queue without a MessageExt per message, or None
         when it needs `put_messages` (store/batchput.py says when; nothing is done then)."""

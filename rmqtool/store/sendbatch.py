@@ -69,8 +69,9 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
     unpack_head, unpack_i16 = _BATCH_HEAD.unpack_from, _I16.unpack_from
     psep, split_entry, schedule_keys = P.PROPERTY_SEPARATOR, _split_entry, _SCHEDULE_KEYS
     flags: list[int] = []
-    bodies: list[bytes] = []
+    bodies: list[memoryview] = []
     maps: list[dict[str, str]] = []
+    view = memoryview(data)  # bodies are views of the request: copied once, into the mapped file
     p, n = 0, len(data)
     while p < n:
         if p + 20 > n:
@@ -104,7 +105,7 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
         for k, v in extra:  # the batch's own properties fill in what an inner message lacks
             props.setdefault(k, v)
         flags.append(flag)
-        bodies.append(data[p + 20 : q])
+        bodies.append(view[p + 20 : q])
         maps.append(props)
         p = end
     if not maps:
@@ -124,7 +125,7 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
         return result
     # a new CommitLog file, a hook, a slave's acks...: the MessageExts put_messages needs
     store_host = local.store_host
-    msgs = [MessageExt(topic, body, queue_id, flag, props, sys_flag, born_timestamp, born_host,
+    msgs = [MessageExt(topic, bytes(body), queue_id, flag, props, sys_flag, born_timestamp, born_host,
                        store_host=store_host, reconsume_times=reconsume_times)
             for flag, body, props in zip(flags, bodies, maps, strict=True)]
     results = store.put_messages(msgs)
