@@ -10,6 +10,7 @@ come out byte for byte the same, and the fast path must have taken the usual bat
 
 from __future__ import annotations
 
+import asyncio
 import random
 from pathlib import Path
 
@@ -107,3 +108,35 @@ def test_batch_body_path_stores_and_answers_as_the_per_message_path(tmp_path, se
         for local, ctl in ((fast_local, fast), (slow_local, slow)):
             ctl.executor.shutdown(wait=False)
             local.close()
+
+
+def test_batch_body_with_sync_flush_answers_from_the_pool_both_ways(tmp_path):
+    """SYNC_FLUSH: the store call runs on the worker pool; a batch the fast path leaves alone
+    (DELAY) is answered by the per-message path in the same coroutine."""
+    cfg = StoreConfig(flush_disk_type="SYNC_FLUSH", mapped_file_size_commit_log=1024 * 1024)
+    local = LocalBroker.open(tmp_path / "sync", cfg)
+    ctl = BrokerController(local, Host("127.0.0.1", 10911))
+    usual = [(0, b"a" * 10, f"KEYS\x01k{i}\x02UNIQ_KEY\x01{i:032X}\x02") for i in range(5)]
+    delayed = [(0, b"b", "DELAY\x012\x02")]
+
+    def cmd(items, seq):
+        ext = {"a": "pg", "b": TOPIC, "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": str(NOW), "h": "0",
+               "i": "WAIT\x01true", "j": "0", "k": "false", "m": "true"}
+        return RemotingCommand(320, ext, encode_batch_body(items), seq, 0)
+
+    async def go():
+        out = []
+        for seq, items in enumerate((usual, delayed, usual)):
+            r = ctl.handle(cmd(items, seq), _Conn())
+            out.append(await r if not isinstance(r, RemotingCommand) else r)
+        return out
+
+    try:
+        a, b, c = asyncio.run(go())
+        assert [r.code for r in (a, b, c)] == [0, 0, 0], [r.remark for r in (a, b, c)]
+        assert len(a.ext_fields["msgId"].split(",")) == 5 and a.ext_fields["queueOffset"] == "0"
+        assert c.ext_fields["queueOffset"] == "5"  # the delayed message went to the schedule topic
+        assert local.store.get_max_offset_in_queue(TOPIC, 1) == 10
+    finally:
+        ctl.executor.shutdown(wait=False)
+        local.close()
