@@ -4,7 +4,10 @@ For 128 B, 1 KiB and 4 KiB bodies: put_message (1 and 16 sender threads) and put
 (batches), under ASYNC_FLUSH and SYNC_FLUSH. Each line prints msg/s, MB/s of CommitLog bytes
 and the ratio to writing the same number of bytes with plain sequential writes + one fsync.
 
-    python benchmarks/append.py [--seconds 2] [--dir DIR]
+    python benchmarks/append.py [--seconds 2] [--rounds 3] [--dir DIR]
+
+With `--rounds N` every case runs N times (each against its own plain write) and the medians
+are printed; `--floor` runs N times; `--open` takes N as its `--repeat`.
 
 With `--floor` it prints the least Python work one 1 KiB message can cost: making the
 MessageExt this script sends, one struct pack + CRC + copy of its record, one ConsumeQueue unit
@@ -262,10 +265,14 @@ def main() -> None:
     ap.add_argument("--floor", action="store_true", help="print the least Python work per message instead")
     ap.add_argument("--open", default=None, help="message counts: time store open instead of appends")
     ap.add_argument("--repeat", type=int, default=3, help="--open: opens per case (medians printed)")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of every case (medians printed)")
     args = ap.parse_args()
     if args.floor:
-        floor_main()
+        for _ in range(max(1, args.rounds)):
+            floor_main()
         return
+    if args.rounds > 1 and args.open:
+        args.repeat = args.rounds
     base = Path(tempfile.mkdtemp(dir=args.dir, prefix="rmq-bench-"))
     try:
         if args.open:
@@ -277,13 +284,15 @@ def main() -> None:
         for size in (int(s) for s in args.sizes.split(",")):
             for flush, threads, batch in [("ASYNC_FLUSH", 1, 1), ("ASYNC_FLUSH", 16, 1), ("ASYNC_FLUSH", 1, 128),
                                           ("SYNC_FLUSH", 1, 1), ("SYNC_FLUSH", 16, 1), ("SYNC_FLUSH", 1, 128)]:
-                n, nbytes, dt, cpu = run_case(base / "store", size, flush, threads, batch, args.seconds)
-                plain = plain_write(base / "plain", nbytes)
-                mbs = nbytes / dt / 1e6
-                plain_mbs = nbytes / plain / 1e6
+                runs = []
+                for _ in range(max(1, args.rounds)):
+                    n, nbytes, dt, cpu = run_case(base / "store", size, flush, threads, batch, args.seconds)
+                    runs.append((n / dt, nbytes / dt / 1e6, nbytes / plain_write(base / "plain", nbytes) / 1e6,
+                                 n / cpu))
+                rate, mbs, plain_mbs, per_cpu = (statistics.median(r[k] for r in runs) for k in range(4))
                 api = "put_message" if batch == 1 else f"put_messages({batch})"
                 name = f"{size}B {flush} {threads}thr {api}"
-                print(f"{name:44} {n / dt:10.0f} {mbs:8.1f} {plain_mbs:10.1f} {mbs / plain_mbs:6.2f} {n / cpu:10.0f}",
+                print(f"{name:44} {rate:10.0f} {mbs:8.1f} {plain_mbs:10.1f} {mbs / plain_mbs:6.2f} {per_cpu:10.0f}",
                       flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -228,6 +228,8 @@ def main() -> None:
     ap.add_argument("--servers", default="serve,apache")
     ap.add_argument("--repeat", type=int, default=2, help="runs per client and phase; the best counts")
     ap.add_argument("--worker", nargs=6, metavar=("KIND", "OP", "NAMESRV", "TOPIC", "N", "SIZE"))
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the whole measurement N times in turn, each round printed")
     a = ap.parse_args()
     if a.worker:
         kind, op, namesrv, topic, n, size = a.worker
@@ -235,6 +237,14 @@ def main() -> None:
         t = fn(op, namesrv, topic, int(n), int(size))
         print(json.dumps({"seconds": t}), flush=True)
         return
+    for r in range(a.rounds):
+        if a.rounds > 1:
+            print(f"# round {r + 1} of {a.rounds}", flush=True)
+        _round(a)
+
+
+def _round(a: argparse.Namespace) -> None:
+    """One round of the measurement, its figures and ratios printed."""
     if cpp_path() is None:
         print("C++ client (PyPI rocketmq 0.4.4) not found: only rmqtool figures", file=sys.stderr)
     rows = []

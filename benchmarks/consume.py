@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -68,7 +69,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("messages", nargs="?", type=int, default=200_000)
     ap.add_argument("body_bytes", nargs="?", type=int, default=100)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the whole measurement N times in turn, each round printed")
     args = ap.parse_args()
+    for r in range(args.rounds):
+        if args.rounds > 1:
+            print(f"# round {r + 1} of {args.rounds}", flush=True)
+        _round(args)
+
+
+def _round(args: Any) -> None:
+    """One round of the measurement, its figures and ratios printed."""
     n, body_size = args.messages, args.body_bytes
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"

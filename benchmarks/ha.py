@@ -242,7 +242,17 @@ def main() -> None:
     ap.add_argument("--load-seconds", type=float, default=8)
     ap.add_argument("--latency-sends", type=int, default=400)
     ap.add_argument("--targets", default="rmqtool,apache")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the whole measurement N times in turn, each round printed")
     args = ap.parse_args()
+    for r in range(args.rounds):
+        if args.rounds > 1:
+            print(f"# round {r + 1} of {args.rounds}", flush=True)
+        _round(args)
+
+
+def _round(args: argparse.Namespace) -> None:
+    """One round of the measurement, its figures and ratios printed."""
     targets = args.targets.split(",")
     if "apache" in targets and java_classpath() is None:
         print("apache: not built (bash .ci/steps/10-interop.sh), skipped", file=sys.stderr)

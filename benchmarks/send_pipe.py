@@ -1,8 +1,12 @@
 """The shell path against the store API, in one run: `seq`-style 1 KiB lines piped into
 `rmqtool send T --batch 256` (embedded, ASYNC_FLUSH) next to `MessageStore.put_messages` of
-the same messages in batches of 256, and their ratio (the goal is 0.9 or more).
+the same messages in batches of 256, and their ratio (the goal is 0.9 or more); then
+`rmqtool replay --jsonl` of the same messages as `consume` prints them (body, properties),
+against the same reference (the goal: the same rate).
 
-    python benchmarks/send_pipe.py [--messages 100000] [--dir DIR]
+    python benchmarks/send_pipe.py [--messages 100000] [--rounds 3] [--no-replay] [--dir DIR]
+
+With `--rounds N` every case runs N times in turn and the medians are shown.
 
 The store API side builds each message as `send` does (TAGS-free, WAIT, UNIQ_KEY in the
 client's property order) and puts them through `LocalBroker.send_batch`, which is what `send`
@@ -16,8 +20,10 @@ disturbs less.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,27 +67,57 @@ def store_api(root: Path, n: int) -> tuple[float, float]:
     return dt, dc
 
 
-def pipe(root: Path, data: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of `rmqtool send --batch BATCH` reading `data` on stdin."""
+def _run_cli(args: list[str], stdin: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of `python -m rmqtool ARGS < stdin`, output to /dev/null."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    with open(data, "rb") as src, open(os.devnull, "wb") as out:
+    with open(stdin, "rb") as src, open(os.devnull, "wb") as out, open(os.devnull, "wb") as err:
         t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "send", "PipeBench", "--batch", str(BATCH),
-                                 "--store", str(root), "--flush", "async", "--json"], stdin=src, stdout=out,
-                                env=env)
+        proc = subprocess.Popen([sys.executable, "-m", "rmqtool", *args], stdin=src, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         dt = time.perf_counter() - t
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
-        raise SystemExit(f"rmqtool send failed ({proc.returncode})")
+        raise SystemExit(f"rmqtool {args[0]} failed ({proc.returncode})")
     return dt, usage.ru_utime + usage.ru_stime
+
+
+def pipe(root: Path, data: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of `rmqtool send --batch BATCH` reading `data` on stdin."""
+    return _run_cli(["send", "PipeBench", "--batch", str(BATCH), "--store", str(root), "--flush", "async", "--json"],
+                    data)
+
+
+def replay(root: Path, jsonl: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of `rmqtool replay --jsonl -` reading `jsonl` on stdin."""
+    return _run_cli(["replay", "--jsonl", "-", "--store", str(root), "--json"], jsonl)
+
+
+def write_jsonl(path: Path, n: int) -> None:
+    """The messages as `rmqtool consume --json` prints them (the fields replay reads)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(n):
+            body = line(i)[:-1].decode("ascii")
+            f.write(json.dumps({"topic": "PipeBench", "queueId": i & 3, "queueOffset": i >> 2,
+                                "msgId": f"7F00000100002A9F0000{i:012X}", "body": body,
+                                "properties": {"WAIT": "true", "UNIQ_KEY": f"7F00000100002A9F0000{i:012X}"}})
+                    + "\n")
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=1, help="runs of every case, in turn (medians shown)")
+    ap.add_argument("--no-replay", action="store_true", help="leave out the `rmqtool replay --jsonl` case")
     ap.add_argument("--dir", type=Path, default=None, help="scratch directory (default: a temporary one)")
     args = ap.parse_args()
+    # start-up as an installed rmqtool has it: pip writes the bytecode at install, a checkout
+    # run with PYTHONDONTWRITEBYTECODE=1 would compile every module from source in each command
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "rmqtool")], check=False,
+                   stdout=subprocess.DEVNULL)
     scratch = Path(tempfile.mkdtemp(prefix="send-pipe-", dir=args.dir))
     try:
         n = args.messages
@@ -91,17 +127,34 @@ def main() -> None:
                 f.write(line(i))
         one = scratch / "one"
         one.write_bytes(line(0))
-        api_s, api_cpu = store_api(scratch / "api", n)
-        startup_s, startup_cpu = pipe(scratch / "startup", one)
-        pipe_s, pipe_cpu = pipe(scratch / "pipe", data)
+        jsonl = scratch / "messages.jsonl"
+        if not args.no_replay:
+            write_jsonl(jsonl, n)
+        runs: dict[str, list[tuple[float, float]]] = {"api": [], "startup": [], "pipe": [], "replay": []}
+        for r in range(args.rounds):
+            for case, fn in (("api", lambda root: store_api(root, n)), ("startup", lambda root: pipe(root, one)),
+                             ("pipe", lambda root: pipe(root, data)), ("replay", lambda root: replay(root, jsonl))):
+                if case == "replay" and args.no_replay:
+                    continue
+                root = scratch / f"{case}-{r}"
+                runs[case].append(fn(root))
+                shutil.rmtree(root, ignore_errors=True)
+        api_s, api_cpu = (_median([x[i] for x in runs["api"]]) for i in (0, 1))
+        startup_s, startup_cpu = (_median([x[i] for x in runs["startup"]]) for i in (0, 1))
+        pipe_s, pipe_cpu = (_median([x[i] for x in runs["pipe"]]) for i in (0, 1))
+        rounds = f", median of {args.rounds}" if args.rounds > 1 else ""
         print(f"store API send_batch({BATCH}): {n / api_s:10,.0f} msg/s  ({api_s:.2f} s, {api_cpu:.2f} s CPU, "
-              f"for {n:,} x 1 KiB)")
+              f"for {n:,} x 1 KiB{rounds})")
         print(f"seq | rmqtool send --batch {BATCH}: {n / pipe_s:10,.0f} msg/s  ({pipe_s:.2f} s, {pipe_cpu:.2f} s CPU; "
               f"start-up and close {startup_s:.2f} s, {startup_cpu:.2f} s CPU)")
         print(f"ratio (wall): {api_s / pipe_s:.2f}x with start-up, {api_s / max(pipe_s - startup_s, 1e-9):.2f}x "
               "without (goal >= 0.9x)")
         print(f"ratio (CPU):  {api_cpu / pipe_cpu:.2f}x with start-up, "
               f"{api_cpu / max(pipe_cpu - startup_cpu, 1e-9):.2f}x without (CPU time is steadier on a shared machine)")
+        if runs["replay"]:
+            rep_s, rep_cpu = (_median([x[i] for x in runs["replay"]]) for i in (0, 1))
+            print(f"rmqtool replay --jsonl: {n / rep_s:10,.0f} msg/s  ({rep_s:.2f} s, {rep_cpu:.2f} s CPU)")
+            print(f"ratio (wall): {api_s / rep_s:.2f}x, (CPU): {api_cpu / rep_cpu:.2f}x the store API (goal: 1.0x)")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

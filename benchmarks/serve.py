@@ -19,7 +19,8 @@ Targets:
   rmqtool  `python -m rmqtool serve` on a fresh store (async flush, like Apache's default).
   apache   Apache RocketMQ 5.3.3's broker via tests/interop/java (built by .ci/steps of the interop
            suite: mvn -q -f tests/interop/java/pom.xml package); skipped when not built.
-  nats     NATS JetStream (`nats-server -js`, Debian package nats-server) with file storage: the same
+  nats     NATS JetStream (`nats-server -js`, Debian package nats-server, installed with apt-get by
+           the setup when missing and the user may) with file storage: the same
            generator speaking NATS' protocol, publishing with acks (JetStream's equivalent of a
            stored send), batches as 32 pipelined publishes, consumption through a pull consumer.
 
@@ -135,8 +136,38 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+NATS_INSTALL = ["apt-get", "install", "-y", "-q", "nats-server"]
+
+
+def nats_exe() -> str | None:
+    return shutil.which("nats-server") or ("/usr/sbin/nats-server" if Path("/usr/sbin/nats-server").exists() else None)
+
+
+def install_nats() -> str | None:
+    """The benchmark's setup for the NATS column: Debian's nats-server package, installed with
+    apt-get when it is missing (as root, or through `sudo -n`); None when that cannot be done."""
+    exe = nats_exe()
+    if exe is not None or shutil.which("apt-get") is None:
+        return exe
+    if os.geteuid() == 0:
+        prefix: list[str] = []
+    elif shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        prefix = ["sudo", "-n"]
+    else:
+        return None
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    print(f"# nats: installing: {' '.join(prefix + NATS_INSTALL)}", file=sys.stderr, flush=True)
+    for step in ([], ["apt-get", "update", "-q"]):  # a stale package list: update once, then retry
+        if step:
+            subprocess.run(prefix + step, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if subprocess.run(prefix + NATS_INSTALL, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0:
+            break
+    return nats_exe()
+
+
 def start_nats() -> Target | None:
-    exe = shutil.which("nats-server") or ("/usr/sbin/nats-server" if Path("/usr/sbin/nats-server").exists() else None)
+    exe = install_nats()
     if exe is None:
         return None
     work = Path(tempfile.mkdtemp(prefix="bench-nats-"))
@@ -646,7 +677,8 @@ def run_target(name: str, args: argparse.Namespace, producers: list[int]) -> lis
     elif name == "nats":
         t = start_nats()
         if t is None:
-            print("# nats: skipped (nats-server not installed: apt-get install nats-server)", flush=True)
+            print("# nats: skipped (nats-server is not installed and this user cannot install it; as root: "
+                  f"{' '.join(NATS_INSTALL)})", flush=True)
             return None
     else:
         raise SystemExit(f"unknown target {name}")

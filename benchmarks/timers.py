@@ -151,7 +151,17 @@ def main() -> None:
     ap.add_argument("--lateness-count", type=int, default=16_680)
     ap.add_argument("--lateness-horizon-s", type=int, default=60)
     ap.add_argument("--dir", type=Path, default=None, help="where to put the scratch stores")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the whole measurement N times in turn, each round printed")
     args = ap.parse_args()
+    for r in range(args.rounds):
+        if args.rounds > 1:
+            print(f"# round {r + 1} of {args.rounds}", flush=True)
+        _round(args)
+
+
+def _round(args: argparse.Namespace) -> None:
+    """One round of the measurement, its figures and ratios printed."""
     root = Path(tempfile.mkdtemp(prefix="rmqtool-bench-timers-", dir=args.dir))
     peak = {"hwm": 0}
 

@@ -85,7 +85,17 @@ def main() -> None:
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the whole measurement N times in turn, each round printed")
     args = ap.parse_args()
+    for r in range(args.rounds):
+        if args.rounds > 1:
+            print(f"# round {r + 1} of {args.rounds}", flush=True)
+        _round(args)
+
+
+def _round(args: argparse.Namespace) -> None:
+    """One round of the measurement, its figures and ratios printed."""
     tmp = Path(args.dir or tempfile.mkdtemp(prefix="rmqtool-bench-"))
     d = tmp / "commitlog"
     size = args.size_mib << 20

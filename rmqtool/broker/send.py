@@ -85,7 +85,7 @@ def encode_batch_body(items: list[tuple[int, bytes, str]]) -> bytes:
     parts = []
     for flag, b, props in items:
         pb = props.encode("utf-8")
-        parts.append(_BATCH_HEAD.pack(20 + len(b) + len(pb), 0, 0, flag, len(b)) + b + struct.pack(">h", len(pb)) + pb)
+        parts.append(_BATCH_HEAD.pack(22 + len(b) + len(pb), 0, 0, flag, len(b)) + b + struct.pack(">h", len(pb)) + pb)
     return b"".join(parts)
 
 
@@ -170,8 +170,13 @@ class SendProcessor:
         return None
 
     def _send_batch(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str,
-                    queue_id: int, batch_props: dict[str, str], conn: Connection) -> Any:
-        """SEND_BATCH_MESSAGE: one MessageExt per inner message, one store call for all."""
+                    queue_id: int, batch_props: dict[str, str], conn: Connection, *, fast: bool = True) -> Any:
+        """SEND_BATCH_MESSAGE: the body straight into CommitLog records (`send_batch_body`), or,
+        for anything that path leaves alone, one MessageExt per inner message; one store call."""
+        if fast:
+            answer = self._send_batch_body(cmd, h, topic, queue_id, batch_props, conn)
+            if answer is not None:
+                return answer
         decode = P.decode_properties
         extra = list(batch_props.items())
         peer, sys_flag, born, reconsume = conn.peer, h.sysFlag, h.bornTimestamp, h.reconsumeTimes or 0
@@ -196,6 +201,47 @@ class SendProcessor:
             return self._send_ok(cmd, ResponseCode.SUCCESS, ids, queue_id, results[0].queue_offset, uniq, uniq)
 
         return self.call_store(self.local.send_batch, (msgs,), done)
+
+    def _send_batch_body(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str,
+                         queue_id: int, batch_props: dict[str, str], conn: Connection) -> Any:
+        """The batch without a MessageExt per message, when `LocalBroker.send_batch_body` takes it
+        (None otherwise: nothing was stored). The answer is `_send_batch`'s."""
+        send_body = getattr(self.local, "send_batch_body", None)
+        if send_body is None or topic != h.topic:  # a retry topic turned into its %DLQ%
+            return None
+        args = (topic, queue_id, cmd.body, batch_props, h.sysFlag, h.bornTimestamp, conn.peer, h.reconsumeTimes or 0)
+        if self.inline_store_calls:
+            result = send_body(*args)
+            return None if result is None else self._batch_body_done(cmd, topic, queue_id, batch_props, result)
+        return self._send_batch_body_async(cmd, h, topic, queue_id, batch_props, conn, args)
+
+    async def _send_batch_body_async(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str,
+                                     queue_id: int, batch_props: dict[str, str], conn: Connection,
+                                     args: tuple[Any, ...]) -> Any:
+        result = await self.run(self.local.send_batch_body, *args)
+        if result is not None:
+            return self._batch_body_done(cmd, topic, queue_id, batch_props, result)
+        r = self._send_batch(cmd, h, topic, queue_id, batch_props, conn, fast=False)
+        if r is not None and not isinstance(r, RemotingCommand):
+            r = await r
+        return r
+
+    def _batch_body_done(self: Any, cmd: RemotingCommand, topic: str, queue_id: int,
+                         batch_props: dict[str, str], result: Any) -> RemotingCommand:
+        n = len(result.wrote_offsets)
+        self.stats["put"] += n
+        self.count_put(topic, n)
+        name = status_name(result.status)
+        if name != "PUT_OK":
+            code = PUT_STATUS_CODES.get(name, ResponseCode.SYSTEM_ERROR)
+            if code not in (ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                            ResponseCode.SLAVE_NOT_AVAILABLE):
+                return cmd.response(code, remark=self._put_failed_remark(name))
+            first = result.offset_msg_ids().split(",", 1)[0]
+            return self._send_ok(cmd, code, first, queue_id, result.queue_offset)
+        uniq = batch_props.get(P.UNIQ_KEY)
+        return self._send_ok(cmd, ResponseCode.SUCCESS, result.offset_msg_ids(), queue_id, result.queue_offset,
+                             uniq, uniq)
 
     def stamp_region(self: Any, props: dict[str, str]) -> None:
         """`buildMsgContext`: every message sent is stored with the broker's MSG_REGION and TRACE_ON."""

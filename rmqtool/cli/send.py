@@ -28,7 +28,7 @@ from rmqtool.errors import InvalidInput, InvalidMessage
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.javahash import hashmap_order
 from rmqtool.layouts.message import MessageExt
-from rmqtool.layouts.msgid import UniqKeyFactory
+from rmqtool.layouts.msgid import UniqKeyFactory, host_hex
 from rmqtool.validators import check_body, check_group, check_properties, check_send_topic
 
 MAX_DELAY_LEVEL = 18
@@ -283,10 +283,7 @@ class EmbeddedSender:
         for chunk in groups if self.batch > 1 else [msgs]:
             qids = [m.queue_id for m in chunk]
             puts = self.broker.send_batch(chunk)
-            if self.batch > 1:
-                results += [_result(r, topic, qids[0]) for r in puts]
-            else:
-                results += [_result(r, topic, q) for r, q in zip(puts, qids, strict=True)]
+            results += _results(puts, topic, qids)
         if time.monotonic() - self.flushed_at >= ASYNC_FLUSH_INTERVAL_S:
             # what a broker's FlushRealTimeService does with ASYNC_FLUSH; it also lets the store
             # drop written pages from this process's memory, which a long stream would grow
@@ -332,17 +329,29 @@ class NetworkSender:
             self.producer = None
 
 
-def _result(put: Any, topic: str, queue_id: int) -> dict[str, Any]:
-    """Java's SendResult: the queue the producer chose, the store's queue offset and ids."""
-    status = str(getattr(put.status, "value", put.status))
-    return {
-        "status": "SEND_OK" if status == "PUT_OK" else status,
-        "msgId": put.msg.properties.get(P.UNIQ_KEY) or put.offset_msg_id,
-        "offsetMsgId": put.offset_msg_id,
-        "topic": topic,
-        "queueId": queue_id,
-        "queueOffset": put.queue_offset,
-    }
+def _results(puts: list[Any], topic: str, queue_ids: list[int]) -> list[dict[str, Any]]:
+    """Java's SendResult of each put: the queue the producer chose, the store's queue offset and
+    ids; what is the same for the whole batch (status names, the store host's hex) worked out once."""
+    out = []
+    names: dict[Any, str] = {}
+    host: Any = None
+    prefix = ""
+    uniq = P.UNIQ_KEY
+    for put, queue_id in zip(puts, queue_ids, strict=True):
+        status = put.status
+        name = names.get(status)
+        if name is None:
+            text = str(getattr(status, "value", status))
+            name = names[status] = "SEND_OK" if text == "PUT_OK" else text
+        msg = put.msg
+        offset = put.wrote_offset
+        if msg.store_host is not host:
+            host = msg.store_host
+            prefix = host_hex(host)
+        offset_id = prefix + format(offset, "016X") if 0 <= offset <= 0x7FFFFFFFFFFFFFFF else put.offset_msg_id
+        out.append({"status": name, "msgId": msg.properties.get(uniq) or offset_id, "offsetMsgId": offset_id,
+                    "topic": topic, "queueId": queue_id, "queueOffset": put.queue_offset})
+    return out
 
 
 class ResultPrinter:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
+
 from rmqtool.client.message import Message
 from rmqtool.errors import InvalidInput, StoreError
 from rmqtool.layouts import properties as P
@@ -164,7 +166,10 @@ def from_json_lines(lines: Iterable[str], *, to_topic: str | None = None,
         if not line:
             continue
         try:
-            o = json.loads(line)
+            try:
+                o = orjson.loads(line)
+            except orjson.JSONDecodeError:  # what orjson refuses (NaN, huge integers) json may take
+                o = json.loads(line)
             if "bodyBase64" in o:
                 body = base64.b64decode(o["bodyBase64"])
             elif "body" in o and o["body"] is not None:
@@ -255,8 +260,48 @@ class StoreTarget:
                 "offsetMsgId": put.offset_msg_id, "topic": msg.topic, "queueId": qid,
                 "queueOffset": put.queue_offset}
 
+    def send_many(self, msgs: list[Message]) -> list[dict[str, Any]]:
+        """`send` of each message, stored with one `send_batch` (one put lock, one dispatch run):
+        the same queues, records and results as one `send` after the other. Raises, storing
+        nothing, when any message is refused (the caller then sends them one by one)."""
+        now = int(time.time() * 1000)
+        create, broker = self.uniq.create, self.broker
+        saved, nexts = self._next, dict(self._next)
+        self._next = nexts
+        ms, qids = [], []
+        nums: dict[str, int] = {}  # a topic's write queues, asked once per batch
+        for msg in msgs:
+            props = dict(msg.properties)
+            props.setdefault(P.WAIT, "true")
+            n = nums.get(msg.topic)
+            if n is None:
+                n = nums[msg.topic] = broker.write_queue_nums(msg.topic)
+            qid = nexts.get(msg.topic, int.from_bytes(os.urandom(2), "big")) % max(n, 1)
+            nexts[msg.topic] = qid + 1
+            ms.append(MessageExt(msg.topic, msg.body, queue_id=qid, flag=msg.flag, properties=props,
+                                 born_timestamp=now))
+            qids.append(qid)
+        try:
+            broker.check_batch(ms)  # before any UNIQ_KEY is made: a refused batch uses none up
+            for m in ms:
+                m.properties[P.UNIQ_KEY] = create(now)
+            puts = broker.send_batch(ms, checked=True)
+        except Exception:
+            self._next = saved  # as if these were never chosen: the one-by-one retry picks the same queues
+            raise
+        rows = []
+        for m, qid, put in zip(ms, qids, puts, strict=True):
+            status = str(getattr(put.status, "value", put.status))
+            rows.append({"status": "SEND_OK" if status == "PUT_OK" else status, "msgId": m.properties[P.UNIQ_KEY],
+                         "offsetMsgId": put.offset_msg_id, "topic": m.topic, "queueId": qid,
+                         "queueOffset": put.queue_offset})
+        return rows
+
     def close(self) -> None:
         self.broker.close()
+
+
+REPLAY_BATCH = 256  # messages per store call when the target takes batches (StoreTarget.send_many)
 
 
 @dataclass
@@ -272,7 +317,13 @@ def replay(items: Iterable[ReplayItem], target: Target | None, *, dry_run: bool 
            rate: float | None = None, on_result: Callable[[dict[str, Any]], None] | None = None,
            on_progress: Callable[[int], None] | None = None,
            on_error: Callable[[Message, Exception], None] | None = None) -> ReplaySummary:
-    """Send each item (or only describe it with `dry_run`), at most `rate` messages per second."""
+    """Send each item (or only describe it with `dry_run`), at most `rate` messages per second.
+
+    A target with `send_many` (the embedded store) gets REPLAY_BATCH messages per call when no
+    rate is set; a batch it refuses is sent again one message at a time, so each message gets
+    its own result or error as before."""
+    if not dry_run and not rate and target is not None and hasattr(target, "send_many"):
+        return _replay_batched(items, target, on_result, on_progress, on_error)
     summary = ReplaySummary()
     t0 = time.monotonic()
     for item in items:
@@ -308,5 +359,57 @@ def replay(items: Iterable[ReplayItem], target: Target | None, *, dry_run: bool 
             on_result(row)
         if on_progress:
             on_progress(summary.selected)
+    summary.seconds = time.monotonic() - t0
+    return summary
+
+
+def _replay_batched(items: Iterable[ReplayItem], target: Any, on_result: Callable[[dict[str, Any]], None] | None,
+                    on_progress: Callable[[int], None] | None,
+                    on_error: Callable[[Message, Exception], None] | None) -> ReplaySummary:
+    """`replay` for a target that stores whole batches: the same results, in order."""
+    summary = ReplaySummary()
+    t0 = time.monotonic()
+    chunk: list[Message] = []
+
+    def handle(msg: Message, row: dict[str, Any] | None) -> None:
+        summary.selected += 1
+        if row is None:
+            summary.failed += 1
+        else:
+            row["originMsgId"] = msg.properties.get(P.ORIGIN_MESSAGE_ID)
+            if row.get("status") == "SEND_OK":
+                summary.sent += 1
+            else:
+                summary.failed += 1
+            summary.by_topic[msg.topic] = summary.by_topic.get(msg.topic, 0) + 1
+            if on_result:
+                on_result(row)
+        if on_progress:
+            on_progress(summary.selected)
+
+    def flush() -> None:
+        try:
+            rows = target.send_many(chunk)
+        except Exception:  # a message refused: each on its own, as the one-by-one loop does
+            for msg in chunk:
+                try:
+                    row = target.send(msg)
+                except Exception as e:
+                    if on_error is None:
+                        raise
+                    on_error(msg, e)
+                    row = None
+                handle(msg, row)
+        else:
+            for msg, row in zip(chunk, rows, strict=True):
+                handle(msg, row)
+        chunk.clear()
+
+    for item in items:
+        chunk.append(replay_message(item))
+        if len(chunk) >= REPLAY_BATCH:
+            flush()
+    if chunk:
+        flush()
     summary.seconds = time.monotonic() - t0
     return summary

@@ -207,9 +207,7 @@ class CommitLog:
         for i, (msg, head) in enumerate(zip(msgs, parts[::4], strict=True)):
             n = msg.total_size
             if n + END_FILE_MIN_BLANK_LENGTH > file_size - pos:
-                if pos > run_pos:
-                    mf.mm[run_pos:pos] = b"".join(parts[run_from : 4 * i])
-                mf.wrote_position = pos
+                self.write_run_locked(mf, run_pos, b"".join(parts[run_from : 4 * i]))
                 self._write_blank(mf)
                 mf = mfq.new_file(0)
                 run_pos = pos = mf.wrote_position
@@ -230,10 +228,15 @@ class CommitLog:
             msg.commit_log_offset = phys
             msg.store_timestamp = now_ms
             pos += n
-        if pos > run_pos:
-            mf.mm[run_pos:pos] = b"".join(parts[run_from:])
-        mf.wrote_position = pos
+        self.write_run_locked(mf, run_pos, b"".join(parts[run_from:]))
         self.last_store_timestamp = now_ms
+
+    @staticmethod
+    def write_run_locked(mf: MappedFile, pos: int, data: bytes) -> None:
+        """Copy encoded records into `mf` at its write position `pos` (caller holds `put_lock`)."""
+        if data:
+            mf.mm[pos : pos + len(data)] = data
+        mf.wrote_position = pos + len(data)
 
     def _new_files_needed(self, msgs: list[MessageExt], mf: MappedFile | None) -> int:
         """How many new files appending `msgs` opens (the same end-of-file rule as the append)."""

@@ -31,8 +31,10 @@ from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.msgid import UniqKeyFactory
 from rmqtool.layouts.net import Host
+from rmqtool.store.batchput import BatchPutResult
 from rmqtool.store.jsonconfig import ConfigWriter
 from rmqtool.store.offsets import ConsumerOffsetManager
+from rmqtool.store.sendbatch import send_batch_body
 from rmqtool.store.subscriptions import SubscriptionGroupManager
 from rmqtool.store.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from rmqtool.validators import (
@@ -395,6 +397,18 @@ class LocalBroker:
             m.store_host = store_host
             prepared.append(m)
         return list(self.store.put_messages(prepared))
+
+    def send_batch_body(self, topic: str, queue_id: int, body: bytes, batch_props: dict[str, str], sys_flag: int,
+                        born_timestamp: int, born_host: Host, reconsume_times: int) -> BatchPutResult | None:
+        """A SEND_BATCH_MESSAGE body stored as `send_batch` stores its decoded messages, without
+        a MessageExt per message; None (nothing done) when it needs that path (sendbatch.py)."""
+        return send_batch_body(self, topic, queue_id, body, batch_props, sys_flag, born_timestamp, born_host,
+                               reconsume_times)
+
+    def check_batch(self, msgs: list[MessageExt]) -> None:
+        """What `send_batch` checks before it stores anything (then `send_batch(msgs, checked=True)`)."""
+        self._check_writable()
+        self._check_batch(msgs)
 
     def _check_batch(self, msgs: list[MessageExt]) -> None:
         """`check` of every message in order (same errors), the topic's part once per topic."""

@@ -1,0 +1,134 @@
+"""A SEND_BATCH_MESSAGE body stored without a MessageExt per message (`LocalBroker.send_batch_body`).
+
+The broker's batch path (`SendMessageProcessor.sendBatchMessage`): every inner message of the
+body (`MessageDecoder.decodeMessages` layout: totalSize, magic, bodyCRC, flag, body, properties)
+is stored on the request's topic and queue with its sysFlag, born time, born host and reconsume
+times. The properties are what `LocalBroker.send_batch` gives a MessageExt made from the same
+request (broker/send.py `_send_batch`): the inner map, the batch's own properties filling in
+what it lacks, a UNIQ_KEY where the client set none, CLUSTER, in the 5.x broker's HashMap order.
+They are split in C (`str.split` + `dict`), checked without a per-entry loop, and handed with
+flags and bodies to `MessageStore.put_batch`.
+
+Anything unusual makes `send_batch_body` return None before it changes anything, and the
+caller takes the per-message path, which gives the same records or the same error: a body that
+does not parse cleanly, an empty or oversized body, a property entry `decode_properties` would
+drop or `check_properties` refuse, DELAY / timer keys, a retry topic, a queue id not yet chosen,
+no born time, a topic not yet created or not writable, a forbidden topic.
+"""
+
+from __future__ import annotations
+
+import struct
+from operator import methodcaller
+from typing import Any
+
+from rmqtool.errors import InvalidInput
+from rmqtool.layouts import properties as P
+from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH, RETRY_GROUP_TOPIC_PREFIX
+from rmqtool.layouts.message import MessageExt
+from rmqtool.layouts.net import Host
+from rmqtool.store.batchput import _SCHEDULE_KEYS, BatchPutResult
+from rmqtool.validators import check_send_topic
+
+_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
+_I16 = struct.Struct(">h")
+_split_entry = methodcaller("split", P.NAME_VALUE_SEPARATOR, 1)
+# room kept for what the broker adds to a map (UNIQ_KEY, CLUSTER's key and separators)
+_ADDED_ROOM = 64
+
+
+def _clean_entries(props: dict[str, str]) -> bool:
+    """Entries `decode_properties` keeps as they are and `check_properties` accepts."""
+    for k, v in props.items():
+        if (not isinstance(k, str) or not isinstance(v, str) or not k or not v or "\x01" in k or "\x02" in k
+                or "\x01" in v or "\x02" in v):
+            return False
+    return True
+
+
+def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_props: dict[str, str],
+                    sys_flag: int, born_timestamp: int, born_host: Host,
+                    reconsume_times: int) -> BatchPutResult | None:
+    """Store the batch `data` as `send_batch` stores its decoded messages, or None (untouched)."""
+    if local.read_only or queue_id < 0 or not born_timestamp or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return None
+    tc = local.topics.select(topic)
+    if tc is None or not tc.writeable or queue_id >= max(tc.write_queue_nums, tc.read_queue_nums):
+        return None
+    try:
+        check_send_topic(topic)
+    except InvalidInput:
+        return None
+    if not _clean_entries(batch_props) or not batch_props.keys().isdisjoint(_SCHEDULE_KEYS):
+        return None
+    extra = list(batch_props.items())
+    cluster = local.config.broker_cluster_name
+    room = MAX_PROPERTIES_LENGTH - len(P.encode_properties(batch_props).encode("utf-8")) - len(
+        cluster.encode("utf-8")) - _ADDED_ROOM
+    max_size = local.config.max_message_size
+    unpack_head, unpack_i16 = _BATCH_HEAD.unpack_from, _I16.unpack_from
+    psep, split_entry, schedule_keys = P.PROPERTY_SEPARATOR, _split_entry, _SCHEDULE_KEYS
+    flags: list[int] = []
+    bodies: list[memoryview] = []
+    maps: list[dict[str, str]] = []
+    view = memoryview(data)  # bodies are views of the request: copied once, into the mapped file
+    p, n = 0, len(data)
+    while p < n:
+        if p + 20 > n:
+            return None
+        total, _magic, _crc, flag, blen = unpack_head(data, p)
+        q = p + 20 + blen
+        if blen <= 0 or blen > max_size or q + 2 > n or total < 22 + blen:
+            return None
+        (plen,) = unpack_i16(data, q)
+        end = q + 2 + plen
+        if plen < 0 or end > n or plen > room:
+            return None
+        if plen:
+            try:
+                text = data[q + 2 : end].decode("utf-8")
+            except UnicodeDecodeError:  # replaced characters may not fit the room left
+                return None
+            entries = text.split(psep)
+            if not entries[-1]:
+                entries.pop()  # the usual trailing separator
+            try:
+                props = dict(map(split_entry, entries))
+            except ValueError:  # an entry without a name-value separator: decode_properties drops it
+                return None
+            # every entry kept, none with an empty name or value or a separator in its value
+            if (len(props) != len(entries) or text.count(P.NAME_VALUE_SEPARATOR) != len(entries) or "" in props
+                    or "" in props.values() or not props.keys().isdisjoint(schedule_keys)):
+                return None
+        else:
+            props = {}
+        for k, v in extra:  # the batch's own properties fill in what an inner message lacks
+            props.setdefault(k, v)
+        flags.append(flag)
+        bodies.append(view[p + 20 : q])
+        maps.append(props)
+        p = end
+    if not maps:
+        return None
+    # LocalBroker._prepare, from here on for every message: nothing below can fall back
+    clock, create = local.clock, local.uniq_keys.create
+    broker_order, uniq_key, cluster_key = P.broker_order, P.UNIQ_KEY, P.CLUSTER
+    for i, props in enumerate(maps):
+        if not props.get(uniq_key):
+            props[uniq_key] = create(clock())
+        props[cluster_key] = cluster
+        maps[i] = broker_order(props, owned=True)
+    store = local.store
+    result = store.put_batch(topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags, bodies,
+                             maps)
+    if result is not None:
+        return result
+    # a new CommitLog file, a hook, a slave's acks...: the MessageExts put_messages needs
+    store_host = local.store_host
+    msgs = [MessageExt(topic, bytes(body), queue_id, flag, props, sys_flag, born_timestamp, born_host,
+                       store_host=store_host, reconsume_times=reconsume_times)
+            for flag, body, props in zip(flags, bodies, maps, strict=True)]
+    results = store.put_messages(msgs)
+    status = next((r.status for r in results if r.status != "PUT_OK"), "PUT_OK")
+    return BatchPutResult(str(getattr(status, "value", status)), store.store_host,
+                          [r.wrote_offset for r in results], results[0].queue_offset)
