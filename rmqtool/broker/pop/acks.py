@@ -42,6 +42,7 @@ class PopAckMixin:
     revive_topic: str
     broker_name: str
     _pending_acks: list[tuple[Any, asyncio.Future[None]]]
+    buffer: Any  # PopBufferMergeService
 
     def now(self) -> int:
         raise NotImplementedError
@@ -80,8 +81,10 @@ class PopAckMixin:
         if rqid == POP_ORDER_REVIVE_QUEUE:
             await self.controller.run(self._ack_orderly, topic, group, queue_id, offset, pop_time, invisible, peer)
             return
-        await self._append_ack(AckMsg(offset, ck_offset, group, topic, queue_id, pop_time, broker_name), rqid,
-                               invisible)
+        ack = AckMsg(offset, ck_offset, group, topic, queue_id, pop_time, broker_name)
+        if self.buffer.add_ak(rqid, ack):  # merged into its buffered checkpoint: nothing stored
+            return
+        await self._append_ack(ack, rqid, invisible)
 
     async def ack(self, group: str, topic: str, extra_info: str, peer: str = "in-process") -> None:
         """Ack one message by its receipt handle; `topic` is the topic the consumer subscribed to."""
@@ -160,7 +163,8 @@ class PopAckMixin:
                 continue
             ack = AckMsg(-1, b.start_offset, b.consumer_group, topic, b.queue_id, b.pop_time, broker_name,
                          ack_offset_list=offsets)
-            await self._append_ack(ack, b.revive_queue_id, b.invisible_time)
+            if not self.buffer.add_ak(b.revive_queue_id, ack):
+                await self._append_ack(ack, b.revive_queue_id, b.invisible_time)
 
     def _ack_orderly(self, topic: str, group: str, queue_id: int, ack_offset: int, pop_time: int,
                      invisible_time: int, peer: str) -> None:
@@ -225,7 +229,8 @@ class PopAckMixin:
             if str(getattr(put.status, "name", put.status)) not in ("PUT_OK", "FLUSH_DISK_TIMEOUT",
                                                                    "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
                 return False
-            self._put_ack(ack, rqid, old_invisible)  # ackOrigin: the old checkpoint's message is done
+            if not self.buffer.add_ak(rqid, ack):  # ackOrigin: the old checkpoint's message is done
+                self._put_ack(ack, rqid, old_invisible)
             return True
 
         if not await self.controller.run(append):

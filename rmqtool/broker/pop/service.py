@@ -29,6 +29,7 @@ from rmqtool.remoting.codes import ResponseCode
 from rmqtool.store.orderinfo import ConsumerOrderInfoManager
 
 from .acks import PopAckMixin
+from .buffer import SCAN_INTERVAL_S, PopBufferMergeService
 from .popper import INIT_MODE_MIN, PopContext, Popper, PopRequest, QueueLockManager
 from .results import (  # noqa: F401 - re-exported: the API's names as they always were
     FAQ_APPLY_TOPIC,
@@ -61,6 +62,7 @@ class PopService(PopAckMixin):
         self.retry_probability = conf_int(extra, "popFromRetryProbability", 20)
         self.revive_interval_ms = conf_int(extra, "reviveInterval", 1000)
         self.timer_wheel_enable = bool(getattr(cfg, "timer_wheel_enable", True))
+        self.buffer = PopBufferMergeService(self, extra)
         self.popper = Popper(self)
         self.locks: QueueLockManager = self.popper.locks
         config_dir = Path(cfg.store_path_root_dir) / "config" if not getattr(self.local, "read_only", False) else None
@@ -84,8 +86,11 @@ class PopService(PopAckMixin):
         """Listen for arrivals (long polling) and start the revive loop; returns the tasks."""
         self._loop = asyncio.get_running_loop()
         self.store.arrival_listeners.append(self._on_arrival)
-        return [asyncio.create_task(self._revive_loop(), name="pop-revive"),
-                asyncio.create_task(self._persist_loop(), name="pop-order-info")]
+        tasks = [asyncio.create_task(self._revive_loop(), name="pop-revive"),
+                 asyncio.create_task(self._persist_loop(), name="pop-order-info")]
+        if self.buffer.enabled:
+            tasks.append(asyncio.create_task(self._buffer_loop(), name="pop-buffer-merge"))
+        return tasks
 
     def stop(self) -> None:
         try:
@@ -96,6 +101,8 @@ class PopService(PopAckMixin):
             for fut in s:
                 if not fut.done():
                     fut.set_result(None)
+        if self.buffer.enabled:  # held checkpoints and their acks go to the revive topic
+            self.buffer.flush()
         self.order_info.persist()
 
     async def _revive_loop(self) -> None:
@@ -109,6 +116,18 @@ class PopService(PopAckMixin):
                 raise
             except Exception:  # noqa: BLE001 - logged; the next round starts again from the revive offset
                 logging.getLogger("rmqtool.broker.pop").exception("revive failed")
+
+    async def _buffer_loop(self) -> None:
+        while True:
+            await asyncio.sleep(SCAN_INTERVAL_S)
+            if not self.buffer.pending():
+                continue
+            try:
+                await self.controller.run(self.buffer.scan)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - logged; the next scan tries again
+                logging.getLogger("rmqtool.broker.pop").exception("pop buffer scan failed")
 
     def revive_once(self) -> int:
         """One round of every revive queue; returns how many messages went back to retry topics."""
@@ -245,7 +264,7 @@ class PopService(PopAckMixin):
 
     def _has_new(self, req: PopRequest, tc: Any) -> bool:
         """Anything past the group's offset in the queues polled (closes the arrival race)."""
-        store, offsets = self.store, self.local.offsets
+        store = self.store
         topics = [(req.topic, range(tc.read_queue_nums) if req.queue_id < 0 else [req.queue_id])]
         if not req.order:
             for rt in self.retry_topics(req.topic, req.group):
@@ -254,7 +273,7 @@ class PopService(PopAckMixin):
                     topics.append((rt, range(rtc.read_queue_nums)))
         for t, qids in topics:
             for q in qids:
-                off = offsets.query_offset(req.group, t, q)
+                off = self.popper.current_offset(t, req.group, q)
                 if store.get_max_offset_in_queue(t, q) > max(off, 0) and not (
                         req.order and self.order_info.check_block(req.attempt_id, t, req.group, q,
                                                                   req.invisible_time)):
