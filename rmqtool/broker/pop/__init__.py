@@ -23,9 +23,9 @@ header fields as they are (real topic, queue id, offset). Records decoded from `
 
 Modules: popper (queue reads, checkpoints, offsets), records (ck/ack records as Java writes
 them), revive (PopReviveService), buffer (PopBufferMergeService, enablePopBufferMerge), service
-(pops, notifications), acks (acks, invisible time), results (answers, refusals), processor; the
-orderly-pop state is
-rmqtool.store.orderinfo (ConsumerOrderInfoManager, config/consumerOrderInfo.json).
+(pops, notifications), acks (acks, invisible time), results (answers, refusals), processor;
+the orderly-pop state is rmqtool.store.orderinfo (ConsumerOrderInfoManager,
+config/consumerOrderInfo.json).
 """
 
 from __future__ import annotations
