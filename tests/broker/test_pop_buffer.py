@@ -1,7 +1,8 @@
 """enablePopBufferMerge=true (broker/pop/buffer.py, Java's PopBufferMergeService) in `rmqtool serve`:
-a checkpoint acked within the window never reaches the revive topic, an unacked one is stored in
-time and its message comes back, a graceful stop stores what the buffer holds, and kill -9 loses
-no unacked message (its offset was never committed: the next pop hands it out again)."""
+a checkpoint acked within the window never reaches the revive topic (`inspect revive`), a graceful
+stop stores what the buffer holds and the message comes back after restart, and kill -9 loses no
+unacked message (its offset was never committed: the next pop hands it out again). Redelivery of
+a checkpoint acked in part, beside Apache's broker: tests/interop/test_pop_buffer_merge.py."""
 
 from __future__ import annotations
 
@@ -39,14 +40,14 @@ def test_pop_then_ack_in_the_window_stores_no_checkpoint(tmp_path):
     try:
         create_topic(serve.broker, "PopBuf", 1)
         send(w, "PopBuf", 3)
-        got = handles(w.request(200050, pop_ext("PopBuf", "cg_buf", invisible=6_000)))
+        # 10 s: an ack merges while the revive time is 4.5 s away (room for a loaded machine)
+        got = handles(w.request(200050, pop_ext("PopBuf", "cg_buf", invisible=10_000)))
         assert [m.body for m, _ in got] == [b"m0", b"m1", b"m2"]
         for _m, h in got:
             assert ack(w, "cg_buf", "PopBuf", h).code == 0
         r = w.request(200050, pop_ext("PopBuf", "cg_buf"))  # the offset is past the buffered pop
         assert r.code == 210, [m.body for m, _ in handles(r)]
-        time.sleep(9)  # past the invisible time and the revive of anything stored
-        assert pop_until(w, "PopBuf", "cg_buf", 1, timeout=3) == []
+        time.sleep(0.5)  # a few scans: the acked checkpoint is dropped, its offset committed
         assert revive_records(serve.store, "cg_buf") == []
         off = w.request(14, {"consumerGroup": "cg_buf", "topic": "PopBuf", "queueId": 0})
         assert off.ext_fields["offset"] == "3"
@@ -57,33 +58,6 @@ def test_pop_then_ack_in_the_window_stores_no_checkpoint(tmp_path):
     assert "Traceback" not in serve.stderr, serve.stderr
 
 
-def test_unacked_messages_of_a_buffered_checkpoint_come_back(tmp_path):
-    serve = ServeProcess(tmp_path / "store", BUFFER_CONF)
-    w = Wire(serve.broker)
-    try:
-        create_topic(serve.broker, "PopBufR", 1)
-        send(w, "PopBufR", 4)
-        got = handles(w.request(200050, pop_ext("PopBufR", "cg_bufr", invisible=6_000)))
-        assert len(got) == 4
-        for m, h in got:
-            if m.body in (b"m0", b"m2"):
-                assert ack(w, "cg_bufr", "PopBufR", h).code == 0
-        assert revive_records(serve.store, "cg_bufr") == []  # held: nothing stored yet
-        back = pop_until(w, "PopBufR", "cg_bufr", 2, timeout=25)
-        assert sorted(m.body for m, _ in back) == [b"m1", b"m3"]
-        assert all(m.reconsume_times == 1 for m, _ in back)
-        # stored 3 s before the revive time: the checkpoint and the two acks it had merged
-        rows = revive_records(serve.store, "cg_bufr")
-        assert tags(rows) == ["ack", "ack", "ck"], json.dumps(rows)
-        for _m, h in back:
-            assert ack(w, "cg_bufr", "PopBufR", h).code == 0
-        assert pop_until(w, "PopBufR", "cg_bufr", 1, timeout=10) == []
-    finally:
-        w.close()
-        assert serve.stop() == 0
-    assert "Traceback" not in serve.stderr, serve.stderr
-
-
 def test_a_stop_stores_the_buffer_and_the_message_comes_back_after_restart(tmp_path):
     store = tmp_path / "store"
     serve = ServeProcess(store, BUFFER_CONF)
@@ -91,9 +65,10 @@ def test_a_stop_stores_the_buffer_and_the_message_comes_back_after_restart(tmp_p
     try:
         create_topic(serve.broker, "PopBufS", 1)
         send(w, "PopBufS", 2)
-        got = handles(w.request(200050, pop_ext("PopBufS", "cg_bufs", invisible=20_000)))
+        got = handles(w.request(200050, pop_ext("PopBufS", "cg_bufs", invisible=10_000)))
         assert len(got) == 2
         assert ack(w, "cg_bufs", "PopBufS", got[0][1]).code == 0
+        assert revive_records(store, "cg_bufs") == []  # held: nothing stored yet
     finally:
         w.close()
         assert serve.stop() == 0
@@ -102,7 +77,7 @@ def test_a_stop_stores_the_buffer_and_the_message_comes_back_after_restart(tmp_p
     w = Wire(serve.broker)
     try:
         assert w.request(200050, pop_ext("PopBufS", "cg_bufs")).code == 210  # invisible until its revive
-        back = pop_until(w, "PopBufS", "cg_bufs", 1, timeout=40)
+        back = pop_until(w, "PopBufS", "cg_bufs", 1, timeout=30)
         assert [m.body for m, _ in back] == [b"m1"] and back[0][0].reconsume_times == 1
     finally:
         w.close()

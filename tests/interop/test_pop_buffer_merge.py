@@ -34,7 +34,7 @@ def scenario(addr: str) -> dict[str, object]:
         send(w, TOPIC, 4)
         time.sleep(1)  # dispatched to the consume queue on both: one pop takes all four
         for group, keep in (("cg_merged_all", ()), ("cg_merged_two", (b"m1", b"m3"))):
-            got = handles(w.request(200050, pop_ext(TOPIC, group, invisible=8_000)))
+            got = handles(w.request(200050, pop_ext(TOPIC, group, invisible=10_000)))
             assert sorted(m.body for m, _ in got) == [b"m0", b"m1", b"m2", b"m3"]
             for m, h in got:
                 if m.body not in keep:

@@ -177,7 +177,7 @@ public final class PopPushSuite {
             if (!noHandle.isEmpty()) {
                 return "delivered without a POP_CK receipt handle: " + noHandle;
             }
-            Thread.sleep(12_000);  // past the 5 s invisible time and a revive scan: acked ones stay acked
+            Thread.sleep(8_000);  // past the 5 s invisible time and a revive scan: acked ones stay acked
             for (Map.Entry<String, AtomicInteger> e : seen.entrySet()) {
                 if (e.getValue().get() != 1) {
                     return e.getKey() + " delivered " + e.getValue().get() + " times, acked after the first";
@@ -219,7 +219,7 @@ public final class PopPushSuite {
             if (first.get(0) != 0 || first.get(1) != 1) {
                 return "reconsumeTimes of the redelivered message: " + first + ", expected [0, 1]";
             }
-            Thread.sleep(12_000);  // consumed the second time: acked, so it does not come back
+            Thread.sleep(8_000);  // acked the second time: past its 5 s invisible time it has not come back
             first = new ArrayList<>(times.get(sent.get(0)));
             List<Integer> second = new ArrayList<>(times.getOrDefault(sent.get(1), List.of()));
             if (first.size() != 2) {
