@@ -117,7 +117,9 @@ class QueryAssignmentProcessor:
     async def process_query_assignment(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
             body = fastjson.loads(cmd.body or b"")
-            topic, group = str(body["topic"]), str(body["consumerGroup"])
+            topic, group = body["topic"], body["consumerGroup"]
+            if not isinstance(topic, str) or not isinstance(group, str):  # Java: a NullPointerException
+                raise ValueError("no topic or consumerGroup")
             client_id, strategy = str(body.get("clientId") or ""), body.get("strategyName")
             model = str(body["messageModel"])
             if model not in ("CLUSTERING", "BROADCASTING"):

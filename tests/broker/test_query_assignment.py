@@ -102,3 +102,36 @@ def test_load_balance_from_this_brokers_topic_config():
     assert lb(topic="%LMQ%x") == [0]
     p.server_load_balancer_enable = False
     assert lb() == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("body", [b"", b"not json", b"[]", b"{}", b'{"topic":"T"}', b'{"topic":null,"consumerGroup":"g",'
+                                  b'"messageModel":"CLUSTERING"}', b'{"topic":"T","consumerGroup":"g"}',
+                                  b'{"topic":"T","consumerGroup":"g","messageModel":"SIDEWAYS"}',
+                                  b'{"topic":1,"consumerGroup":"g","messageModel":"CLUSTERING"}'])
+def test_bad_bodies_get_system_error(body):
+    from rmqtool.remoting.command import RemotingCommand
+
+    p = QueryAssignmentProcessor(fake_broker({}, clients={"g": ["c0"]}))
+    r = asyncio.run(p.process_query_assignment(RemotingCommand.request(400, {}, body), None))
+    assert r.code == 1 and r.remark.startswith("bad query assignment body")
+
+
+@pytest.mark.parametrize(("over", "expected"), [
+    ({}, [0, 1, 2, 3]),
+    ({"clientId": None}, None),  # Java's strategy refuses an empty client id: no answer
+    ({"strategyName": None}, None),
+    ({"consumerGroup": "nobody"}, None),
+])
+def test_answers_of_the_processor(over, expected):
+    from rmqtool.remoting import fastjson
+    from rmqtool.remoting.command import RemotingCommand
+
+    p = QueryAssignmentProcessor(fake_broker({}, clients={"g": ["c0"]}))
+    body = {"topic": "T", "consumerGroup": "g", "clientId": "c0", "strategyName": "AVG",
+            "messageModel": "CLUSTERING", **over}
+    r = asyncio.run(p.process_query_assignment(RemotingCommand.request(400, {}, fastjson.dumpb(
+        {k: v for k, v in body.items() if v is not None})), None))
+    assert r.code == 0
+    got = fastjson.loads(r.body).get("messageQueueAssignments")
+    assert (None if got is None else sorted(a["messageQueue"]["queueId"] for a in got)) == expected
+    assert got is None or {a["mode"] for a in got} == {"PULL"}
