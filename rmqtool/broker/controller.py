@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from rmqtool.broker.admin import AdminProcessor
+from rmqtool.broker.assignment import QueryAssignmentProcessor
 from rmqtool.broker.clientmanage import ClientManageProcessor
 from rmqtool.broker.clients import ClientManager
 from rmqtool.broker.cluster import ClusterSettings
@@ -143,6 +144,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.pop = PopService(self)  # POP consumption (broker/pop), also the gRPC front's API
         self.handlers.update(PopProcessor(self.pop).handlers())
         self.handlers.update(self.admin_handlers())
+        self.handlers.update(QueryAssignmentProcessor(self).handlers())  # 400: broker-side rebalance
         self.handlers.update(ConsumerRelayProcessor(self).handlers())  # 307/309 passed on to a consumer
 
     # ------------------------------------------------------------ lifecycle

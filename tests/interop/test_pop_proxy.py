@@ -128,41 +128,9 @@ def results_for(broker, tmp_path_factory, version: str = "5.3.3") -> dict[str, d
     return res
 
 
-def serve_gaps(broker) -> dict[str, str]:
-    """Scenarios that need requests this serve does not answer yet (asked, not assumed): they xfail,
-    and pass as soon as serve answers them."""
-    async def probe() -> dict[str, str]:
-        conn = await connect(broker.broker)
-        gaps = {}
-        try:
-            r = await conn.request(RemotingCommand.request(352, {"group": "probe_group"}), timeout=10)
-            if r.code == 3:
-                gaps["dlq"] = "serve does not answer GET_SUBSCRIPTIONGROUP_CONFIG (352): the proxy cannot read " \
-                              "the group's retryMaxTimes"
-            r = await conn.request(RemotingCommand.request(310, {
-                "a": "probe_pg", "b": "Sdk5_probe", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": int(time.time() * 1000),
-                "h": 0, "i": "", "j": 0, "k": "false", "m": "false"}, b"probe"), timeout=10)
-            if r.code == 0 and "transactionId" not in r.ext_fields:
-                gaps["transaction"] = "serve's send response has no transactionId, which the proxy's " \
-                                      "EndTransaction requires"
-        finally:
-            await conn.close()
-        return gaps
-
-    return asyncio.run(probe())
-
-
-_GAPS: dict[str, dict[str, str]] = {}
-
-
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_java_sdk5_through_apaches_proxy(any_broker, tmp_path_factory, scenario, request):
+def test_java_sdk5_through_apaches_proxy(any_broker, tmp_path_factory, scenario):
     kind = any_broker.kind
-    if kind == "rmqtool":
-        if kind not in _GAPS:
-            _GAPS[kind] = serve_gaps(any_broker)
-        if scenario in _GAPS[kind]:
-            request.applymarker(pytest.mark.xfail(reason=_GAPS[kind][scenario], strict=False))
     res = results_for(any_broker, tmp_path_factory)
     r = res.get(scenario)
     assert r is not None, f"no result for {scenario}: {res['_log']['detail']}"
@@ -170,15 +138,7 @@ def test_java_sdk5_through_apaches_proxy(any_broker, tmp_path_factory, scenario,
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_java_sdk5_through_the_newest_proxy_in_front_of_serve(rmqtool_serve, tmp_path_factory, scenario, request):
-    if "rmqtool" not in _GAPS:
-        _GAPS["rmqtool"] = serve_gaps(rmqtool_serve)
-    gaps = _GAPS["rmqtool"]
-    if "dlq" in gaps:  # 5.5.0 serves no consumer whose group it cannot look up
-        request.applymarker(pytest.mark.xfail(reason="proxy 5.5.0 refuses consumers of a group it cannot read: "
-                                                     + gaps["dlq"], strict=False))
-    elif scenario in gaps:
-        request.applymarker(pytest.mark.xfail(reason=gaps[scenario], strict=False))
+def test_java_sdk5_through_the_newest_proxy_in_front_of_serve(rmqtool_serve, tmp_path_factory, scenario):
     res = results_for(rmqtool_serve, tmp_path_factory, "latest")
     r = res.get(scenario)
     assert r is not None, f"no result for {scenario}: {res['_log']['detail']}"

@@ -248,6 +248,10 @@ class GroupAdminProcessor:
             return _bad_body(cmd, "message request mode", e)
         if topic.startswith("%RETRY%"):
             return cmd.response(ResponseCode.NO_PERMISSION, remark="retry topic is not allowed to set mode")
+        if self.local.topics.select(topic) is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, remark=f"topic[{topic}] not exist")
+        if self.group_config(group) is None:
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark="subscription group does not exist")
         self.message_request_modes.setdefault(topic, {})[group] = fastjson.bean(
             consumerGroup=group, mode=mode, popShareQueueNum=share, topic=topic)
         await self.run(write_file, self._request_mode_path(),

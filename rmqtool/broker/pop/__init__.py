@@ -22,8 +22,10 @@ header fields as they are (real topic, queue id, offset). Records decoded from `
 `1ST_POP_TIME` holds the first pop's time. `rmqtool.layouts.pop.parse_extra_info` reads a handle.
 
 Modules: popper (queue reads, checkpoints, offsets), records (ck/ack records as Java writes
-them), revive (PopReviveService), service, processor; the orderly-pop state is
-rmqtool.store.orderinfo (ConsumerOrderInfoManager, config/consumerOrderInfo.json).
+them), revive (PopReviveService), buffer (PopBufferMergeService, enablePopBufferMerge), service
+(pops, notifications), acks (acks, invisible time), results (answers, refusals), processor;
+the orderly-pop state is rmqtool.store.orderinfo (ConsumerOrderInfoManager,
+config/consumerOrderInfo.json).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ its backlog counted in restNum), start from the consumer offset (initialised as
 `getInitOffset` does), read up to what is still missing, store one checkpoint for what was read
 (or, orderly, record the read in ConsumerOrderInfoManager instead), then move the consumer
 offset past it: Java's PopBufferMergeService commits that offset as soon as the checkpoint is
-stored (enablePopBufferMerge=false, the default), so it is committed here at once.
+stored (enablePopBufferMerge=false, the default), so it is committed here at once. With the flag
+the checkpoint goes to the buffer (buffer.py), which commits the offset once it is done or stored.
 """
 
 from __future__ import annotations
@@ -128,10 +129,16 @@ class Popper:
         return offset
 
     def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, commit: bool) -> int:
+        """`getPopOffset`: the consumer offset (initialised if none), or past the buffered pops."""
         offset = self.local.offsets.query_offset(group, topic, queue_id)
         if offset < 0:
             offset = self.init_offset(topic, group, queue_id, init_mode, commit)
-        return offset
+        return max(offset, self.service.buffer.latest_offset(QueueLockManager.key(topic, group, queue_id)))
+
+    def current_offset(self, topic: str, group: str, queue_id: int) -> int:
+        """Where the next pop of the queue starts (-1: not yet initialised), buffered pops included."""
+        return max(self.local.offsets.query_offset(group, topic, queue_id),
+                   self.service.buffer.latest_offset(QueueLockManager.key(topic, group, queue_id)))
 
     # -- reads ------------------------------------------------------------------------------------
     def pop_topic(self, ctx: PopContext, topic: str, is_retry: bool, random_q: int) -> None:
@@ -180,10 +187,10 @@ class Popper:
                     append_offset_info(ctx.order_count_info, topic, queue_id, str(count))
                     self.local.offsets.commit_offset(req.group, topic, queue_id, offset)
                 else:
-                    if not self._append_check_point(ctx, topic, queue_id, offset, queue_offsets):
+                    if not self._append_check_point(ctx, topic, queue_id, offset, queue_offsets,
+                                                    result.next_begin_offset):
                         ctx.rest_num += len(raws)
                         return
-                    self.local.offsets.commit_offset(req.group, topic, queue_id, result.next_begin_offset)
                 append_offset_info(ctx.start_offset_info, topic, queue_id, str(offset))
                 append_offset_info(ctx.msg_offset_info, topic, queue_id, ",".join(str(o) for o in queue_offsets))
                 ctx.rest_num += result.max_offset - result.next_begin_offset
@@ -192,7 +199,11 @@ class Popper:
             if status in ("NO_MATCHED_MESSAGE", "OFFSET_FOUND_NULL", "MESSAGE_WAS_REMOVING",
                           "NO_MATCHED_LOGIC_QUEUE") and result.next_begin_offset > -1:
                 # nothing to hand out up to nextBeginOffset (addCkMock): the next pop starts there
-                self.local.offsets.commit_offset(req.group, topic, queue_id, result.next_begin_offset)
+                if self.service.buffer.enabled:
+                    self.service.buffer.add_ck_mock(req.group, topic, queue_id, offset, req.invisible_time,
+                                                    ctx.pop_time, ctx.revive_qid, result.next_begin_offset)
+                else:
+                    self.local.offsets.commit_offset(req.group, topic, queue_id, result.next_begin_offset)
             ctx.rest_num += result.max_offset - result.next_begin_offset
         finally:
             self.locks.unlock(key)
@@ -206,21 +217,30 @@ class Popper:
         return self.store.get_message(topic, queue_id, offset, max_msgs, **kw)
 
     def _append_check_point(self, ctx: PopContext, topic: str, queue_id: int, offset: int,
-                            queue_offsets: list[int]) -> bool:
-        """`appendCheckPoint` + `putCkToStore`: the checkpoint record, stored before anything is handed out."""
+                            queue_offsets: list[int], next_begin_offset: int) -> bool:
+        """`appendCheckPoint` + `putCkToStore`: the checkpoint record, stored before anything is
+        handed out, and the consumer offset moved to `next_begin_offset`; with enablePopBufferMerge
+        the buffer holds the checkpoint (or stores it now) and moves the offset in turn."""
         req = ctx.req
         ck = PopCheckPoint(start_offset=offset, pop_time=ctx.pop_time, invisible_time=req.invisible_time,
                            num=len(queue_offsets), queue_id=queue_id, topic=topic, cid=req.group,
                            broker_name=self.service.broker_name)
         for o in queue_offsets:
             ck.add_diff(o - offset)
+        buffer = self.service.buffer
+        if buffer.enabled:
+            return buffer.add_ck(ck, ctx.revive_qid, next_begin_offset) or \
+                buffer.add_ck_just_offset(ck, ctx.revive_qid, next_begin_offset)
         msg = ck_message(self.local, self.service.revive_topic, ck, ctx.revive_qid, self.service.now())
         try:
             put = self.store.put_message(msg)
         except Exception:  # noqa: BLE001 - Java logs and hands nothing out; the client pops again
             return False
-        return str(getattr(put.status, "name", put.status)) in ("PUT_OK", "FLUSH_DISK_TIMEOUT",
-                                                               "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE")
+        if str(getattr(put.status, "name", put.status)) not in ("PUT_OK", "FLUSH_DISK_TIMEOUT",
+                                                               "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
+            return False
+        self.local.offsets.commit_offset(req.group, topic, queue_id, next_begin_offset)
+        return True
 
     def _add(self, ctx: PopContext, topic: str, is_retry: bool, queue_id: int, ck_offset: int,
              raws: list[bytes], queue_offsets: list[int]) -> None:

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import random
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,96 +20,30 @@ from rmqtool.broker.confvalues import conf_flag, conf_int
 from rmqtool.broker.sql92 import SelectorError
 from rmqtool.layouts.pop import (
     POP_ORDER_REVIVE_QUEUE,
-    AckMsg,
-    BatchAck,
-    ExtraInfoError,
-    PopCheckPoint,
-    build_extra_info,
-    extra_field,
-    extra_int,
     pop_retry_topic,
     pop_retry_topic_v1,
-    real_topic,
     revive_topic,
-    split_extra_info,
 )
 from rmqtool.remoting.bodies import SubscriptionData
 from rmqtool.remoting.codes import ResponseCode
 from rmqtool.store.orderinfo import ConsumerOrderInfoManager
 
-from .popper import INIT_MODE_MIN, PopContext, PoppedMessage, Popper, PopRequest, QueueLockManager
-from .records import ack_message, ck_message
-
-FAQ_APPLY_TOPIC = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
-NOT_SET = "not set any response code"  # the remark of Java's createResponseCommand(Class)
-MAX_POP_NUMS = 32
-MAX_POLLING = 100_000  # maxPopPollingSize
-
-
-class PopError(Exception):
-    """A POP request refused: the response code and remark Java's broker answers with."""
-
-    def __init__(self, code: int, remark: str | None, *, exception: bool = False) -> None:
-        super().__init__(remark or str(code))
-        self.code = code
-        self.remark = remark
-        self.exception = exception  # an exception in Java's processor: answered without a custom header
+from .acks import PopAckMixin
+from .buffer import SCAN_INTERVAL_S, PopBufferMergeService
+from .popper import INIT_MODE_MIN, PopContext, Popper, PopRequest, QueueLockManager
+from .results import (  # noqa: F401 - re-exported: the API's names as they always were
+    FAQ_APPLY_TOPIC,
+    MAX_POLLING,
+    MAX_POP_NUMS,
+    NOT_SET,
+    ChangeInvisibleResult,
+    PopError,
+    PopResult,
+    _java_error,
+)
 
 
-def _java_error(e: ExtraInfoError | ValueError) -> PopError:
-    """An exception of ExtraInfoUtil inside a processor: Java answers SYSTEM_ERROR with its
-    `toString()` and first stack element."""
-    kind = "java.lang.NumberFormatException" if str(e).startswith("For input string") \
-        else "java.lang.IllegalArgumentException"
-    where = getattr(e, "where", None)
-    return PopError(ResponseCode.SYSTEM_ERROR, f"{kind}: {e}" + (f", {where}" if where else ""), exception=True)
-
-
-@dataclass
-class PopResult:
-    """A pop's answer: SUCCESS with messages, or POLLING_TIMEOUT / POLLING_FULL without."""
-
-    code: int
-    remark: str
-    pop_time: int
-    invisible_time: int
-    revive_qid: int
-    rest_num: int
-    start_offset_info: str
-    msg_offset_info: str
-    order_count_info: str | None
-    messages: list[PoppedMessage] = field(default_factory=list)
-
-    @property
-    def found(self) -> bool:
-        return self.code == ResponseCode.SUCCESS
-
-    def header(self) -> dict[str, str]:
-        """PopMessageResponseHeader as extFields."""
-        ext = {"popTime": str(self.pop_time), "invisibleTime": str(self.invisible_time),
-               "reviveQid": str(self.revive_qid), "restNum": str(self.rest_num),
-               "startOffsetInfo": self.start_offset_info, "msgOffsetInfo": self.msg_offset_info}
-        if self.order_count_info is not None:
-            ext["orderCountInfo"] = self.order_count_info
-        return ext
-
-    def body(self) -> bytes:
-        return b"".join(m.raw for m in self.messages)
-
-
-@dataclass
-class ChangeInvisibleResult:
-    """ChangeInvisibleTimeResponseHeader, and the receipt handle that now stands for the message."""
-
-    pop_time: int
-    invisible_time: int
-    revive_qid: int
-    extra_info: str
-
-
-
-
-class PopService:
+class PopService(PopAckMixin):
     """POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME and NOTIFICATION
     of one BrokerController, with the revive service and the order state underneath."""
 
@@ -129,6 +62,7 @@ class PopService:
         self.retry_probability = conf_int(extra, "popFromRetryProbability", 20)
         self.revive_interval_ms = conf_int(extra, "reviveInterval", 1000)
         self.timer_wheel_enable = bool(getattr(cfg, "timer_wheel_enable", True))
+        self.buffer = PopBufferMergeService(self, extra)
         self.popper = Popper(self)
         self.locks: QueueLockManager = self.popper.locks
         config_dir = Path(cfg.store_path_root_dir) / "config" if not getattr(self.local, "read_only", False) else None
@@ -152,8 +86,11 @@ class PopService:
         """Listen for arrivals (long polling) and start the revive loop; returns the tasks."""
         self._loop = asyncio.get_running_loop()
         self.store.arrival_listeners.append(self._on_arrival)
-        return [asyncio.create_task(self._revive_loop(), name="pop-revive"),
-                asyncio.create_task(self._persist_loop(), name="pop-order-info")]
+        tasks = [asyncio.create_task(self._revive_loop(), name="pop-revive"),
+                 asyncio.create_task(self._persist_loop(), name="pop-order-info")]
+        if self.buffer.enabled:
+            tasks.append(asyncio.create_task(self._buffer_loop(), name="pop-buffer-merge"))
+        return tasks
 
     def stop(self) -> None:
         try:
@@ -164,6 +101,8 @@ class PopService:
             for fut in s:
                 if not fut.done():
                     fut.set_result(None)
+        if self.buffer.enabled:  # held checkpoints and their acks go to the revive topic
+            self.buffer.flush()
         self.order_info.persist()
 
     async def _revive_loop(self) -> None:
@@ -177,6 +116,18 @@ class PopService:
                 raise
             except Exception:  # noqa: BLE001 - logged; the next round starts again from the revive offset
                 logging.getLogger("rmqtool.broker.pop").exception("revive failed")
+
+    async def _buffer_loop(self) -> None:
+        while True:
+            await asyncio.sleep(SCAN_INTERVAL_S)
+            if not self.buffer.pending():
+                continue
+            try:
+                await self.controller.run(self.buffer.scan)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - logged; the next scan tries again
+                logging.getLogger("rmqtool.broker.pop").exception("pop buffer scan failed")
 
     def revive_once(self) -> int:
         """One round of every revive queue; returns how many messages went back to retry topics."""
@@ -313,7 +264,7 @@ class PopService:
 
     def _has_new(self, req: PopRequest, tc: Any) -> bool:
         """Anything past the group's offset in the queues polled (closes the arrival race)."""
-        store, offsets = self.store, self.local.offsets
+        store = self.store
         topics = [(req.topic, range(tc.read_queue_nums) if req.queue_id < 0 else [req.queue_id])]
         if not req.order:
             for rt in self.retry_topics(req.topic, req.group):
@@ -322,7 +273,7 @@ class PopService:
                     topics.append((rt, range(rtc.read_queue_nums)))
         for t, qids in topics:
             for q in qids:
-                off = offsets.query_offset(req.group, t, q)
+                off = self.popper.current_offset(t, req.group, q)
                 if store.get_max_offset_in_queue(t, q) > max(off, 0) and not (
                         req.order and self.order_info.check_block(req.attempt_id, t, req.group, q,
                                                                   req.invisible_time)):
@@ -351,223 +302,6 @@ class PopService:
         return PopResult(ResponseCode.SUCCESS, "FOUND", ctx.pop_time, req.invisible_time, revive_qid, ctx.rest_num,
                          ";".join(ctx.start_offset_info), ";".join(ctx.msg_offset_info),
                          ";".join(ctx.order_count_info) if req.order else None, ctx.messages)
-
-    # -- ACK_MESSAGE / BATCH_ACK_MESSAGE ----------------------------------------------------------
-    def _check_ack_queue(self, topic: str, queue_id: int, peer: str) -> Any:
-        tc = self._topic(topic)
-        if queue_id >= tc.read_queue_nums or queue_id < 0:
-            raise PopError(ResponseCode.MESSAGE_ILLEGAL,
-                           f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-                           f"[{tc.read_queue_nums}] consumer:[{peer}]")
-        return tc
-
-    async def ack_message(self, group: str, topic: str, queue_id: int, extra_info: str, offset: int,
-                          peer: str = "in-process") -> None:
-        """ACK_MESSAGE with the request's own fields (`topic` is the real one: the retry topic for a
-        redelivered message). Raises PopError."""
-        self._check_ack_queue(topic, queue_id, peer)
-        lo = self.store.get_min_offset_in_queue(topic, queue_id)
-        hi = self.store.get_max_offset_in_queue(topic, queue_id)
-        if offset < lo or offset > hi:
-            raise PopError(ResponseCode.NO_MESSAGE,
-                           f"offset is illegal, key:{topic}@{queue_id}, commit:{offset}, store:{lo}~{hi}")
-        try:
-            parts = split_extra_info(extra_info)
-            broker_name = extra_field(parts, 5)
-            rqid = extra_int(parts, 3)
-            ck_offset = extra_int(parts, 0)
-            pop_time = extra_int(parts, 1)
-            invisible = extra_int(parts, 2)
-        except ExtraInfoError as e:
-            raise _java_error(e) from None
-        if rqid == POP_ORDER_REVIVE_QUEUE:
-            await self.controller.run(self._ack_orderly, topic, group, queue_id, offset, pop_time, invisible, peer)
-            return
-        await self._append_ack(AckMsg(offset, ck_offset, group, topic, queue_id, pop_time, broker_name), rqid,
-                               invisible)
-
-    async def ack(self, group: str, topic: str, extra_info: str, peer: str = "in-process") -> None:
-        """Ack one message by its receipt handle; `topic` is the topic the consumer subscribed to."""
-        try:
-            parts = split_extra_info(extra_info)
-            rt = real_topic(topic, group, extra_field(parts, 4))
-            qid, offset = extra_int(parts, 6), extra_int(parts, 7)
-        except ExtraInfoError as e:
-            raise _java_error(e) from None
-        except ValueError as e:
-            raise _java_error(e) from None
-        await self.ack_message(group, rt, qid, extra_info, offset, peer)
-
-    def _put_ack(self, ack: AckMsg, revive_qid: int, invisible_time: int) -> None:
-        msg = ack_message(self.local, self.revive_topic, ack, revive_qid, invisible_time, self.now())
-        self.store.put_message(msg)  # Java logs a failed put and still answers SUCCESS
-
-    async def _append_ack(self, ack: AckMsg, revive_qid: int, invisible_time: int) -> None:
-        """The ack record, stored together with the other acks of this loop turn (one put_messages
-        call: one lock, one dispatch); answered once it is stored, as `appendAck` answers."""
-        msg = ack_message(self.local, self.revive_topic, ack, revive_qid, invisible_time, self.now())
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pending_acks.append((msg, fut))
-        if len(self._pending_acks) == 1:
-            asyncio.get_running_loop().call_soon(self._flush_acks)
-        await fut
-
-    def _flush_acks(self) -> None:
-        batch, self._pending_acks = self._pending_acks, []
-        if not batch:
-            return
-
-        def done(result: Any) -> None:
-            for _msg, fut in batch:
-                if not fut.done():
-                    fut.set_result(None)
-
-        async def put_async() -> None:
-            try:
-                await self.controller.run(self.store.put_messages, [m for m, _ in batch])
-            except Exception:  # noqa: BLE001 - Java logs a failed ack put and still answers SUCCESS
-                logging.getLogger("rmqtool.broker.pop").exception("storing %d ack records failed", len(batch))
-            done(None)
-
-        if self.controller.inline_store_calls:
-            try:
-                self.store.put_messages([m for m, _ in batch])
-            except Exception:  # noqa: BLE001 - as above
-                logging.getLogger("rmqtool.broker.pop").exception("storing %d ack records failed", len(batch))
-            done(None)
-        else:
-            self.controller.spawn(put_async())
-
-    async def batch_ack(self, acks: list[BatchAck], broker_name: str | None = None, peer: str = "in-process") -> None:
-        """BATCH_ACK_MESSAGE: every set bit of each entry is an ack; entries for unknown queues or
-        offsets out of the queue's range are skipped, as Java skips them."""
-        if not acks:
-            raise PopError(ResponseCode.NO_MESSAGE, None)
-        for b in acks:
-            try:
-                topic = real_topic(b.topic, b.consumer_group, b.retry)
-            except ValueError as e:
-                raise _java_error(e) from None
-            if self.local.topics.select(topic) is None or self.store.get_max_offset_in_queue(topic, b.queue_id) <= 0 \
-                    and self.store.get_min_offset_in_queue(topic, b.queue_id) < 0:
-                continue
-            lo = self.store.get_min_offset_in_queue(topic, b.queue_id)
-            hi = self.store.get_max_offset_in_queue(topic, b.queue_id)
-            offsets = [b.start_offset + i for i in b.bits if lo <= b.start_offset + i <= hi]
-            if b.revive_queue_id == POP_ORDER_REVIVE_QUEUE:
-                for off in offsets:
-                    await self.controller.run(self._ack_orderly, topic, b.consumer_group, b.queue_id, off,
-                                              b.pop_time, b.invisible_time, peer)
-                continue
-            if not offsets:
-                continue
-            ack = AckMsg(-1, b.start_offset, b.consumer_group, topic, b.queue_id, b.pop_time, broker_name,
-                         ack_offset_list=offsets)
-            await self._append_ack(ack, b.revive_queue_id, b.invisible_time)
-
-    def _ack_orderly(self, topic: str, group: str, queue_id: int, ack_offset: int, pop_time: int,
-                     invisible_time: int, peer: str) -> None:
-        """`ackOrderly`: move the consumer offset to the first unacked message of the orderly pop."""
-        offsets = self.local.offsets
-        key = QueueLockManager.key(topic, group, queue_id)
-        if ack_offset < offsets.query_offset(group, topic, queue_id):
-            return
-        self.locks.lock(key)
-        try:
-            old = offsets.query_offset(group, topic, queue_id)
-            if ack_offset < old:
-                return
-            nxt = self.order_info.commit_and_next(topic, group, queue_id, ack_offset, pop_time)
-            if nxt > -1:
-                offsets.commit_offset(group, topic, queue_id, nxt)
-                if not self.order_info.check_block(None, topic, group, queue_id, invisible_time):
-                    self._notify_threadsafe(topic)
-            elif nxt == -1:
-                raise PopError(ResponseCode.MESSAGE_ILLEGAL,
-                               f"offset is illegal, key:{key}, old:{old}, commit:{ack_offset}, next:{nxt}, {peer}")
-        finally:
-            self.locks.unlock(key)
-
-    def _notify_threadsafe(self, topic: str) -> None:
-        loop = self._loop
-        if loop is not None:
-            try:
-                loop.call_soon_threadsafe(self.notify, topic)
-            except RuntimeError:
-                pass
-
-    # -- CHANGE_MESSAGE_INVISIBLETIME -------------------------------------------------------------
-    async def change_invisible_time_message(self, group: str, topic: str, queue_id: int, extra_info: str,
-                                            offset: int, invisible_time: int,
-                                            peer: str = "in-process") -> ChangeInvisibleResult:
-        """CHANGE_MESSAGE_INVISIBLETIME with the request's own fields (`topic` the real one)."""
-        self._check_ack_queue(topic, queue_id, peer)
-        lo = self.store.get_min_offset_in_queue(topic, queue_id)
-        hi = self.store.get_max_offset_in_queue(topic, queue_id)
-        if offset < lo or offset >= hi:
-            raise PopError(ResponseCode.NO_MESSAGE, NOT_SET)
-        try:
-            parts = split_extra_info(extra_info)
-            rqid = extra_int(parts, 3)
-            if rqid == POP_ORDER_REVIVE_QUEUE:
-                pop_time = extra_int(parts, 1)
-                return await self.controller.run(self._change_orderly, group, topic, queue_id, offset, pop_time,
-                                                 invisible_time, rqid)
-            broker_name = extra_field(parts, 5)
-            ck_offset, pop_time, old_invisible = extra_int(parts, 0), extra_int(parts, 1), extra_int(parts, 2)
-        except ExtraInfoError as e:
-            raise _java_error(e) from None
-        now = self.now()
-        ck = PopCheckPoint(start_offset=offset, pop_time=now, invisible_time=invisible_time, num=1, queue_id=queue_id,
-                           topic=topic, cid=group, broker_name=broker_name)
-        ck.add_diff(0)
-        ack = AckMsg(offset, ck_offset, group, topic, queue_id, pop_time, broker_name)
-
-        def append() -> bool:
-            put = self.store.put_message(ck_message(self.local, self.revive_topic, ck, rqid, self.now()))
-            if str(getattr(put.status, "name", put.status)) not in ("PUT_OK", "FLUSH_DISK_TIMEOUT",
-                                                                   "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"):
-                return False
-            self._put_ack(ack, rqid, old_invisible)  # ackOrigin: the old checkpoint's message is done
-            return True
-
-        if not await self.controller.run(append):
-            raise PopError(ResponseCode.SYSTEM_ERROR, NOT_SET)
-        return ChangeInvisibleResult(now, invisible_time, rqid,
-                                     build_extra_info(offset, now, invisible_time, rqid, topic, broker_name,
-                                                      queue_id, offset))
-
-    async def change_invisible_time(self, group: str, topic: str, extra_info: str, invisible_time: int,
-                                    peer: str = "in-process") -> ChangeInvisibleResult:
-        """Make a message invisible for `invisible_time` ms from now, by its receipt handle;
-        `topic` is the subscribed topic. The result's `extra_info` is the new receipt handle."""
-        try:
-            parts = split_extra_info(extra_info)
-            rt = real_topic(topic, group, extra_field(parts, 4))
-            qid, offset = extra_int(parts, 6), extra_int(parts, 7)
-        except (ExtraInfoError, ValueError) as e:
-            raise _java_error(e) from None
-        return await self.change_invisible_time_message(group, rt, qid, extra_info, offset, invisible_time, peer)
-
-    def _change_orderly(self, group: str, topic: str, queue_id: int, offset: int, pop_time: int,
-                        invisible_time: int, rqid: int) -> ChangeInvisibleResult:
-        """`processChangeInvisibleTimeForOrder`: only the message's next visible time changes."""
-        offsets = self.local.offsets
-        same = ChangeInvisibleResult(0, 0, 0, "")
-        if offset < offsets.query_offset(group, topic, queue_id):
-            return same
-        key = QueueLockManager.key(topic, group, queue_id)
-        self.locks.lock(key)
-        try:
-            if offset < offsets.query_offset(group, topic, queue_id):
-                return same
-            visible = self.now() + invisible_time
-            self.order_info.update_next_visible_time(topic, group, queue_id, offset, pop_time, visible)
-            return ChangeInvisibleResult(pop_time, visible - pop_time, rqid,
-                                         build_extra_info(offset, pop_time, visible - pop_time, rqid, topic,
-                                                          self.broker_name, queue_id, offset))
-        finally:
-            self.locks.unlock(key)
 
     # -- NOTIFICATION -------------------------------------------------------------------------------
     async def notification(self, group: str, topic: str, queue_id: int = -1, poll_time: int = 0,

@@ -1,0 +1,108 @@
+"""Issue 12: buffer-merge mode (enablePopBufferMerge=true) in Apache's broker 5.3.3 (the reference)
+and in `rmqtool serve`, side by side. A pop acked in full within the window leaves no record on
+either; a pop acked in part gets its checkpoint and the acks it merged stored shortly before its
+revive time, record for record as Apache's broker stores them (topic, queue, tag, property order,
+JSON body without times, UNIQ_KEY), and exactly its unacked messages come back."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from rmqtool.layouts.message import Blank, RecordError, decode_record
+from tests.broker.conftest import Wire
+from tests.broker.test_pop_serve import ack, handles, pop_ext, pop_until, send
+
+from .conftest import start_apache, start_rmqtool_serve, stop_rmqtool_serve
+from .harness import require_java
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(300)]
+TOPIC = "PopMerged"
+FLAG = "enablePopBufferMerge=true"
+APACHE_SIZES = ("mappedFileSizeCommitLog=67108864", "mappedFileSizeTimerLog=8388608")
+
+
+def scenario(addr: str) -> dict[str, object]:
+    w = Wire(addr)
+    out: dict[str, object] = {}
+    try:
+        r = w.request(17, {"topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": 1, "writeQueueNums": 1,
+                           "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
+        assert r.code == 0, r.remark
+        send(w, TOPIC, 4)
+        time.sleep(1)  # dispatched to the consume queue on both: one pop takes all four
+        for group, keep in (("cg_merged_all", ()), ("cg_merged_two", (b"m1", b"m3"))):
+            got = handles(w.request(200050, pop_ext(TOPIC, group, invisible=10_000)))
+            assert sorted(m.body for m, _ in got) == [b"m0", b"m1", b"m2", b"m3"]
+            for m, h in got:
+                if m.body not in keep:
+                    assert ack(w, group, TOPIC, h).code == 0
+        back = pop_until(w, TOPIC, "cg_merged_two", 2, timeout=40)
+        out["redelivered"] = sorted((m.body, m.reconsume_times) for m, _ in back)
+        for _m, h in back:
+            assert ack(w, "cg_merged_two", TOPIC, h).code == 0
+        out["all-acked-again"] = [m.body for m, _ in pop_until(w, TOPIC, "cg_merged_all", 1, timeout=3)]
+    finally:
+        w.close()
+    return out
+
+
+def records(store, group: str) -> list[tuple]:
+    """The revive records of `group` as put (on the timer topic), without times."""
+    out = []
+    for f in sorted((store / "commitlog").iterdir()):
+        data = f.read_bytes()
+        pos = 0
+        while pos < len(data):
+            try:
+                m = decode_record(data, pos)
+            except (Blank, RecordError):
+                break
+            pos += m.total_size
+            real = m.properties.get("REAL_TOPIC", m.topic)
+            if real.startswith("rmq_sys_REVIVE_LOG_") and m.topic != real and f'"{group}"'.encode() in m.body:
+                body = json.loads(m.body)
+                for k in ("pt", "reviveTime"):
+                    body.pop(k, None)
+                uniq = m.properties["UNIQ_KEY"].split("@")
+                out.append((m.tags, tuple(m.properties), json.dumps(body, sort_keys=True), uniq[:4] + uniq[5:],
+                            m.flag, m.sys_flag))
+    return sorted(out)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    require_java()
+    got = {}
+    root = tmp_path_factory.mktemp("merge-apache")
+    a = start_apache(root, FLAG, *APACHE_SIZES)
+    try:
+        got["apache"] = scenario(a.broker), records(a.store, "cg_merged_all"), records(a.store, "cg_merged_two")
+    finally:
+        a.proc.kill()
+        a.proc.wait()
+    root = tmp_path_factory.mktemp("merge-serve")
+    conf = root / "merge.conf"
+    conf.write_text("transactionCheckInterval=1000\ntransactionTimeOut=1000\n" + FLAG + "\n")
+    s = start_rmqtool_serve(root, "-c", str(conf))
+    try:
+        got["rmqtool"] = scenario(s.broker), records(s.store, "cg_merged_all"), records(s.store, "cg_merged_two")
+    finally:
+        assert stop_rmqtool_serve(s) == 0
+    assert "Traceback" not in (root / "serve.stderr").read_text()
+    return got
+
+
+def test_apache_merges_as_expected(runs):
+    answers, all_acked, two_acked = runs["apache"]
+    assert all_acked == []
+    assert sorted(r[0] for r in two_acked) == ["ack", "ack", "ck"]
+    assert answers == {"redelivered": [(b"m1", 1), (b"m3", 1)], "all-acked-again": []}
+
+
+@pytest.mark.parametrize("part", ["answers", "records-all-acked", "records-two-acked"])
+def test_serve_merges_as_apache(runs, part):
+    i = ["answers", "records-all-acked", "records-two-acked"].index(part)
+    assert runs["rmqtool"][i] == runs["apache"][i]
