@@ -78,6 +78,10 @@ def test_inspect_store_shows_a_slaves_lag_online_and_offline(tmp_path):
             [conn] = section(rows, "replica-slave")
             assert conn["slaveAckOffset"] == rep["maxOffset"]
 
+        rc, rows, err = inspect_store(s_store, "--master", slave)  # a slave is no master to compare with
+        assert rc == 0 and f"{slave} is a slave, not a master" in err and "Traceback" not in err
+        assert section(rows, "replica")[0]["masterReachable"] is False
+
         assert s_proc.stop() == 0  # the slave stops; the master goes on
         before = inspect_store(s_store, "--master", master)[1]
         send(master, 7, start=30)
@@ -115,6 +119,16 @@ def test_master_option_is_for_the_store_kind_only(tmp_path):
     p = subprocess.run([sys.executable, "-m", "rmqtool", "inspect", "commitlog", str(tmp_path), "--master", "127.0.0.1:1"],
                        capture_output=True, text=True, env=rmqtool_env(), timeout=60)
     assert p.returncode == 2 and "--master is for `inspect store`" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_slave_store_whose_broker_conf_names_no_name_server_is_shown_offline(tmp_path):
+    (tmp_path / "commitlog").mkdir()
+    (tmp_path / "broker.conf").write_text("brokerRole=SLAVE\nbrokerId=1\n")
+    rc, rows, err = inspect_store(tmp_path)
+    assert rc == 0 and "names no namesrvAddr" in err and "pass --master HOST:PORT" in err
+    [rep] = section(rows, "replica")
+    assert rep["role"] == "SLAVE" and rep["master"] is None and rep["masterReachable"] is False
+    assert rep["maxOffset"] == 0 and rep["lagBytes"] is None
 
 
 def test_a_store_that_is_no_replica_has_no_replica_section(tmp_path):
