@@ -49,6 +49,12 @@ def replica_target(root: Path, master: str | None) -> ReplicaTarget | None:
     return ReplicaTarget(role, namesrv, name)
 
 
+def is_slave_store(root: Path) -> bool:
+    """The store's broker.conf says brokerRole=SLAVE (verify then treats it as a replica)."""
+    target = replica_target(root, None)
+    return target is not None and target.role == "SLAVE"
+
+
 def with_replica(items: Iterator[Item], root: Path, master: str | None, f: Filters, probe: Probe,
                  warn: Callable[[str], None]) -> Iterator[Item]:
     """`items` of `inspect store`, then the replica section when the store is one."""
