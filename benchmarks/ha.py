@@ -1,6 +1,7 @@
 """Classic HA replication of `rmqtool serve` against Apache RocketMQ 5.3.3, measured in one run.
 
-    python benchmarks/ha.py [--preload-mb 64] [--load-seconds 8] [--latency-sends 400] [--targets rmqtool,apache]
+    python benchmarks/ha.py [--rounds 3] [--preload-mb 64] [--load-seconds 8] [--latency-sends 400]
+                            [--targets rmqtool,apache]
 
 For each target, a master and a slave of the same implementation (rmqtool serve -> rmqtool serve,
 Apache -> Apache through tests/interop/java's ApacheBroker + LoopbackHAService), on loopback:
@@ -17,7 +18,9 @@ Apache -> Apache through tests/interop/java's ApacheBroker + LoopbackHAService),
 The load generator is the same for every target: rmqtool's asyncio remoting client speaking the
 raw protocol (4 connections, one request in flight each, for the load; it saturates before the
 brokers on 2 cores, so `lag` compares replication under the same offered load, not peak ingest).
-Prints one line per case and the rmqtool / Apache ratios.
+Prints one line per target and round (rounds alternate the targets, so that a drift of the
+machine's load hits both alike), then with several rounds the median of each figure per target,
+and the rmqtool / Apache ratios of the medians (with each round's own ratio beside them).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -236,49 +240,66 @@ def latency(kind: str, work: Path, role: str, sends: int) -> dict[str, float]:
         pair.close()
 
 
+def measure(kind: str, work: Path, args: argparse.Namespace) -> dict[str, float]:
+    r = catch_up_and_lag(kind, work / f"{kind}-repl", args.preload_mb, args.load_seconds)
+    for role, prefix in (("ASYNC_MASTER", "async"), ("SYNC_MASTER", "sync")):
+        r.update({f"{prefix}_{k}": v for k, v in latency(kind, work / f"{kind}-{prefix}", role,
+                                                         args.latency_sends).items()})
+    return r
+
+
+def line(kind: str, r: dict[str, float], label: str) -> str:
+    return (f"{kind:8} {label:>9} catch-up {r['catch_up_mb_s']:7.1f} MB/s | under load: ingest "
+            f"{r['ingest_mb_s']:5.1f} MB/s, replicated {r['load_mb_s']:5.1f} MB/s, lag mean {r['lag_mean_kb']:8.1f} KiB "
+            f"max {r['lag_max_kb']:8.1f} KiB | send p50/p99 ASYNC {r['async_p50_ms']:.2f}/{r['async_p99_ms']:.2f} ms, "
+            f"SYNC {r['sync_p50_ms']:.2f}/{r['sync_p99_ms']:.2f} ms")
+
+
+RATIOS = (("catch-up", "catch_up_mb_s"), ("replicated under load", "load_mb_s"),
+          ("SYNC send p50 (lower is faster)", "sync_p50_ms"))
+
+
+def ratio(a: dict[str, float], b: dict[str, float], key: str) -> str:
+    return f"{a[key] / b[key]:.2f}x" if b.get(key) else "n/a"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=1, help="measure every target this many times (median)")
     ap.add_argument("--preload-mb", type=int, default=64)
     ap.add_argument("--load-seconds", type=float, default=8)
     ap.add_argument("--latency-sends", type=int, default=400)
     ap.add_argument("--targets", default="rmqtool,apache")
-    ap.add_argument("--rounds", type=int, default=1,
-                    help="run the whole measurement N times in turn, each round printed")
     args = ap.parse_args()
-    for r in range(args.rounds):
-        if args.rounds > 1:
-            print(f"# round {r + 1} of {args.rounds}", flush=True)
-        _round(args)
-
-
-def _round(args: argparse.Namespace) -> None:
-    """One round of the measurement, its figures and ratios printed."""
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
     targets = args.targets.split(",")
     if "apache" in targets and java_classpath() is None:
         print("apache: not built (bash .ci/steps/10-interop.sh), skipped", file=sys.stderr)
         targets.remove("apache")
-    print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
-    results: dict[str, dict[str, float]] = {}
+    print(f"cores: {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}, rounds: {args.rounds}")
+    runs: dict[str, list[dict[str, float]]] = {kind: [] for kind in targets}
     with tempfile.TemporaryDirectory(prefix="ha-bench-") as tmp:
-        for kind in targets:
-            r = catch_up_and_lag(kind, Path(tmp) / f"{kind}-repl", args.preload_mb, args.load_seconds)
-            r.update({f"async_{k}": v for k, v in latency(kind, Path(tmp) / f"{kind}-async", "ASYNC_MASTER",
-                                                          args.latency_sends).items()})
-            r.update({f"sync_{k}": v for k, v in latency(kind, Path(tmp) / f"{kind}-sync", "SYNC_MASTER",
-                                                         args.latency_sends).items()})
-            results[kind] = r
-            print(f"{kind:8} catch-up {r['catch_up_mb_s']:7.1f} MB/s | under load: ingest {r['ingest_mb_s']:5.1f} MB/s, "
-                  f"replicated {r['load_mb_s']:5.1f} MB/s, lag mean {r['lag_mean_kb']:8.1f} KiB max "
-                  f"{r['lag_max_kb']:8.1f} KiB | send p50/p99 ASYNC {r['async_p50_ms']:.2f}/{r['async_p99_ms']:.2f} ms, "
-                  f"SYNC {r['sync_p50_ms']:.2f}/{r['sync_p99_ms']:.2f} ms", flush=True)
-    if "rmqtool" in results and "apache" in results:
-        a, b = results["rmqtool"], results["apache"]
-
-        def ratio(key: str) -> str:
-            return f"{a[key] / b[key]:.2f}x" if b[key] else "n/a"
-
-        print(f"ratio rmqtool/apache: catch-up {ratio('catch_up_mb_s')}, replicated under load {ratio('load_mb_s')}, "
-              f"SYNC send p50 {ratio('sync_p50_ms')} (lower is faster)")
+        for rnd in range(args.rounds):
+            for kind in targets:
+                work = Path(tmp) / f"round{rnd}"
+                try:
+                    r = measure(kind, work, args)
+                finally:
+                    shutil.rmtree(work, ignore_errors=True)  # each pair's stores reserve their files' blocks
+                runs[kind].append(r)
+                print(line(kind, r, f"round {rnd + 1}"), flush=True)
+    medians = {kind: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for kind, rs in runs.items() if rs}
+    if args.rounds > 1:
+        for kind, m in medians.items():
+            print(line(kind, m, "median"))
+    if "rmqtool" in medians and "apache" in medians:
+        a, b = medians["rmqtool"], medians["apache"]
+        parts = []
+        for name, key in RATIOS:
+            each = ", ".join(ratio(x, y, key) for x, y in zip(runs["rmqtool"], runs["apache"], strict=True))
+            parts.append(f"{name} {ratio(a, b, key)}" + (f" (rounds: {each})" if args.rounds > 1 else ""))
+        print("ratio rmqtool/apache" + (" of the medians" if args.rounds > 1 else "") + ": " + "; ".join(parts))
 
 
 if __name__ == "__main__":

@@ -6,10 +6,14 @@ table on) and port + 1 (HA) are free too: with ephemeral ports another broker's 
 
 from __future__ import annotations
 
+import contextlib
+import random
 import re
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.client.servers import free_broker_port  # p, p - 2 (VIP) and p + 1 (HA) free
@@ -25,6 +29,67 @@ brokerClusterName=DefaultCluster
 mappedFileSizeCommitLog=67108864
 mappedFileSizeConsumeQueue=600000
 """
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def restartable_broker_port() -> int:
+    """A broker port P (P - 2, P + 1 free too) for a broker restarted on the same ports, outside
+    the ephemeral range: there the kernel hands other processes' connections and `bind(0)`
+    listeners any free port, which took a killed master's HA port before its restart. Below
+    the range, only a test choosing the same fixed port could, and the choice is random."""
+    low, high = _ephemeral_range()
+    lo, hi = (10000, low - 4) if low > 12000 else (high + 3, 65530)
+    rng = random.Random()
+    for _ in range(200):
+        p = rng.randrange(lo, hi)
+        if all(_bindable(x) for x in (p - 2, p, p + 1)):
+            return p
+    return free_broker_port()
+
+
+@contextlib.contextmanager
+def hold_ports(ports: list[int]) -> Iterator[None]:
+    """Bind `ports` (SO_REUSEADDR, as the broker binds them: a TIME_WAIT leftover is no conflict)
+    while a killed broker is down, so that nothing takes them until the restart, which starts
+    right after the block."""
+    socks = []
+    try:
+        for port in ports:
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue  # taken already: the restart says so
+            socks.append(s)
+        yield
+    finally:
+        for s in socks:
+            s.close()
+
+
+def is_port_in_use_failure(e: BaseException) -> bool:
+    """A serve start that failed because a port was taken (its stderr is in the error)."""
+    text = str(e)
+    return "did not become ready" in text and ("in use" in text or "cannot listen" in text)
 
 
 class Proc:

@@ -99,7 +99,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.broker_id = self.cluster.broker_id
         self.ha_server_addr = self.cluster.ha_server_addr(advertised.port)
         self.ha_master_addr: str | None = self.cluster.fixed_ha_master
-        self.slave_sync = SlaveSynchronize(local, self.broker_addr)
+        self.slave_sync = SlaveSynchronize(local, self.broker_addr, modes=self)
         self.replication: Any = None  # broker/replication.py's Replication, set by serve before start()
         # name servers of other processes (namesrvAddr): registered with as a Java broker does
         self.registrar = NameServerRegistrar(namesrv_addrs, BrokerIdentity(

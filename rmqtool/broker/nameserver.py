@@ -80,6 +80,11 @@ class RouteInfoManager:
     broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
     cluster_addr_table: dict[str, set[str]] = field(default_factory=dict)
     broker_live_table: dict[str, BrokerLiveInfo] = field(default_factory=dict)
+    # NamesrvConfig.deleteTopicWithBrokerRegistration (false in 5.x): a registration without a
+    # topic leaves its queue data alone; true drops it. Kept off, a slave that registers as the
+    # prime slave of a dead master before SlaveSynchronize copied the topic table does not wipe
+    # the master's routes that consumers need to read the slave
+    delete_topic_with_broker_registration: bool = False
 
     def register_broker(self, cluster: str, addr: str, name: str, broker_id: int, ha_addr: str,
                         topics: dict[str, TopicConfig] | None, data_version: DataVersion,
@@ -110,8 +115,8 @@ class RouteInfoManager:
             for tc in topics.values():
                 self.topic_queue_table.setdefault(tc.topicName, {})[name] = QueueData(
                     name, tc.readQueueNums, tc.writeQueueNums, tc.perm & ~wipe, tc.topicSysFlag)
-            # topics this master no longer has lose its queue data
-            for topic in list(self.topic_queue_table):
+            # topics this broker no longer has lose its queue data, only when configured so
+            for topic in list(self.topic_queue_table) if self.delete_topic_with_broker_registration else ():
                 if topic not in topics and name in self.topic_queue_table[topic]:
                     del self.topic_queue_table[topic][name]
                     if not self.topic_queue_table[topic]:

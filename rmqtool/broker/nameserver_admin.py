@@ -166,6 +166,13 @@ class NamesrvAdminProcessor:
         self.routes = routes
         self.kv = kv
         self.conf = conf
+        self.apply_route_config()
+
+    def apply_route_config(self) -> None:
+        """The NamesrvConfig keys RouteInfoManager reads at each registration."""
+        if hasattr(self.routes, "delete_topic_with_broker_registration"):
+            flag = self.conf.values.get("deleteTopicWithBrokerRegistration", "false").strip().lower() == "true"
+            self.routes.delete_topic_with_broker_registration = flag
 
     def handles(self, code: int) -> bool:
         return code in CODES
@@ -233,6 +240,7 @@ class NamesrvAdminProcessor:
             if set(props) & self.conf.black_list():
                 return cmd.response(ResponseCode.NO_PERMISSION, remark="Can not update config in black list.")
             self.conf.update(props)
+            self.apply_route_config()
         return cmd.response()
 
     def operate_write_perm(self, broker_name: str, wipe: bool) -> int:

@@ -9,8 +9,12 @@ ours with `putAll`), persisted, and a failure of one is logged without stopping 
 copied tables keep the master's DataVersion (`assignNewOne`); Java's slave then bumps its own once
 per topic and group it deletes and re-adds on the way, which only makes its next check copy again.
 
-Java 5.3.3 also copies message-request modes (GET_ALL_MESSAGE_REQUEST_MODE) and, with the timer
-wheel, timer metrics and checkpoint; rmqtool's broker keeps neither table, so those are not asked.
+As Java 5.3.3, syncAll then copies the message-request modes (GET_ALL_MESSAGE_REQUEST_MODE: the
+POP/PULL setting per topic and group, into config/messageRequestMode.json) and, with
+timerWheelEnable, the timer metrics (GET_TIMER_METRICS, taken when its DataVersion differs); the
+timer checkpoint's read time and master queue offset (GET_TIMER_CHECK_POINT) are copied at every
+3 s check, as `syncTimerCheckPoint` is ("latency-sensitive"), while the slave's timer store does
+not dequeue.
 """
 
 from __future__ import annotations
@@ -46,9 +50,10 @@ def vip_channel(addr: str) -> str:
 class SlaveSynchronize:
     """Holds the master's address (learned from REGISTER_BROKER answers) and copies from it."""
 
-    def __init__(self, local: Any, own_addr: str) -> None:
+    def __init__(self, local: Any, own_addr: str, modes: Any = None) -> None:
         self.local = local
         self.own_addr = own_addr
+        self.modes = modes  # holds message_request_modes (QueryAssignmentProcessor's manager)
         self.master_addr: str | None = None
         self.last_sync = 0.0  # monotonic time of the last syncAll, 0 = never (or the master changed)
         self.last_errors: dict[str, str] = {}
@@ -64,10 +69,11 @@ class SlaveSynchronize:
         if self.master_addr is None:
             return
         now = time.monotonic()
-        if self.last_sync and now - self.last_sync <= SYNC_ALL_INTERVAL_S:
-            return
-        await self.sync_all()
-        self.last_sync = time.monotonic()
+        if not self.last_sync or now - self.last_sync > SYNC_ALL_INTERVAL_S:
+            await self.sync_all()
+            self.last_sync = time.monotonic()
+        if self._timer_wheel_enable() and self.master_addr != self.own_addr:
+            await self._step("timer check point", self.sync_timer_check_point, self.master_addr)
 
     async def sync_all(self) -> None:
         master = self.master_addr
@@ -77,6 +83,10 @@ class SlaveSynchronize:
         await self._step("consumer offset", self.sync_consumer_offset, master)
         await self._step("delay offset", self.sync_delay_offset, master)
         await self._step("subscription group", self.sync_subscription_group_config, master)
+        if self.modes is not None:
+            await self._step("message request mode", self.sync_message_request_mode, master)
+        if self._timer_wheel_enable():
+            await self._step("timer metrics", self.sync_timer_metrics, master)
 
     async def _step(self, what: str, fn: Any, master: str) -> None:
         try:
@@ -156,6 +166,56 @@ class SlaveSynchronize:
                  for n, c in (data.get("subscriptionGroupTable") or {}).items() if isinstance(c, dict)}
         subs.assign_from_master(table, version)
         log.info("Update slave Subscription Group from master, %s", master)
+
+    async def sync_message_request_mode(self, master: str) -> None:
+        data = await self._get_json(master, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)
+        table = {str(t): {str(g): dict(v) for g, v in groups.items() if isinstance(v, dict)}
+                 for t, groups in (data.get("messageRequestModeMap") or {}).items() if isinstance(groups, dict)}
+        await self.modes.assign_message_request_modes(table)
+        log.info("Update slave Message Request Mode from master, %s", master)
+
+    def _timer_wheel_enable(self) -> bool:
+        return bool(getattr(self.local.config, "timer_wheel_enable", False))
+
+    def _running_timer_store(self) -> bool:
+        """A timer store that dequeues (`isShouldRunningDequeue`): then the files are its own."""
+        return any(getattr(svc, "name", "") == "timer-message-store" and getattr(svc, "_thread", None) is not None
+                   for svc in getattr(self.local, "services", []))
+
+    def _config_dir(self) -> Path:
+        return Path(self.local.config.store_path_root_dir) / "config"
+
+    async def sync_timer_metrics(self, master: str) -> None:
+        """`syncTimerMetrics` into config/timermetrics (a slave runs no timer store here, Java's
+        keeps one that does not dequeue: either way the file is what a promoted store reads)."""
+        from rmqtool.store.timer.timermetrics import TimerMetrics
+
+        if self._running_timer_store():
+            return
+        data = await self._get_json(master, RequestCode.GET_TIMER_METRICS)
+        metrics = TimerMetrics(self._config_dir())
+        metrics.load()
+        if metrics.assign_from_master(data):
+            log.info("Update slave timer metrics from master, %s", master)
+
+    async def sync_timer_check_point(self, master: str) -> None:
+        """`syncTimerCheckPoint`: the master's lastReadTimeMs, masterTimerQueueOffset and
+        DataVersion into config/timercheck (TimerMessageStore.recover caps its queue offset by
+        masterTimerQueueOffset, so a store taken over from the slave resumes where the master was)."""
+        from rmqtool.store.timer.timercheck import TimerCheckpoint, TimerCheckpointValue
+
+        if self._running_timer_store():
+            return
+        theirs = TimerCheckpointValue.unpack(await self._get(master, RequestCode.GET_TIMER_CHECK_POINT))
+        cp = TimerCheckpoint(self._config_dir() / "timercheck")
+        try:
+            cp.value.last_read_time_ms = theirs.last_read_time_ms
+            cp.value.master_timer_queue_offset = theirs.master_timer_queue_offset
+            cp.value.state_version, cp.value.timestamp, cp.value.counter = (
+                theirs.state_version, theirs.timestamp, theirs.counter)  # getDataVersion().assignNewOne
+            cp.write()
+        finally:
+            cp.close()
 
 
 def _same_version(a: Any, b: Any) -> bool:

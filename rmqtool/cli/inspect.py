@@ -74,6 +74,10 @@ def inspect(
         "to its TimerLog chain, msgIds decoded.")] = False,
     body_hex: Annotated[bool, typer.Option("--body-hex", help="Add bodyHex (the stored body bytes) to JSON.")] = False,
     store: common.STORE_OPT = None,
+    master: Annotated[str | None, typer.Option(
+        "--master", metavar="HOST:PORT",
+        help="store only: the master of this replica (its broker address, or a name server listing it) to show "
+             "the replica's lag against; a store whose broker.conf says brokerRole=SLAVE asks its namesrvAddr.")] = None,
 ) -> None:
     """Dissect a store file or directory, read-only.
 
@@ -81,9 +85,13 @@ def inspect(
     consumequeue_ext (enableConsumeQueueExt, under consumequeue_ext/), index, timerlog, timerwheel,
     checkpoint, timercheck, config, store (a summary of a whole store directory), revive (POP
     checkpoint and ack records, --tag ck|ack|bAck) or inflight (the messages POP consumer groups
-    hold and until when, --tag GROUP).
+    hold and until when, --tag GROUP). On a replica (a slave's store: brokerRole=SLAVE in its
+    broker.conf, or --master) `store` adds the lag behind the master, per queue too; an
+    unreachable master is said on stderr and the store's own figures are still shown.
     """
     fmt = "json" if json_out else (fmt or default_format())
+    if master is not None and kind != "store":
+        raise InvalidInput("--master is for `inspect store` (a replica's lag)")
     if fmt not in ("table", "json", "hex"):
         raise InvalidInput(f"--format must be table, json or hex, not {fmt!r}")
     if path is None:
@@ -95,6 +103,11 @@ def inspect(
                 msg_id=msg_id, key=key, tag=tag, follow=follow, body_hex=body_hex, raw=fmt == "hex")
     with progress_bar(_total_bytes(path) if kind in ("commitlog", "store") else 0) as progress:
         items = dissect(kind, path, f, progress)
+        if kind == "store":
+            from rmqtool.client.masterstate import master_state
+            from rmqtool.inspect.replica import with_replica
+
+            items = with_replica(items, path, master, f, master_state, common.warn)
         out = sys.stdout
         if fmt == "json":
             write_json(items, out)

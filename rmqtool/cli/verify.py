@@ -20,6 +20,10 @@ def verify(
     jobs: Annotated[int | None, typer.Option("--jobs", "-j", metavar="N", show_default="the CPU count",
                                              help="Processes for the CommitLog scan (logs under 64 MiB are "
                                                   "scanned in one).")] = None,
+    replica: Annotated[bool, typer.Option(
+        "--replica", help="The store is a slave's (or a `replicate` copy): its consumer and delay offsets and the "
+        "timer checkpoint's masterTimerQueueOffset are the master's, so ones outside this store's queues are not "
+        "problems. Implied by brokerRole=SLAVE in the store's broker.conf.")] = False,
     json_out: common.JSON_OPT = False,
     store_opt: common.STORE_OPT = None,
 ) -> None:
@@ -34,10 +38,12 @@ def verify(
     # imported here: every other command starts without the checkers
     from rmqtool.inspect.layoutconfig import load_layout_config
     from rmqtool.inspect.render import dumps
+    from rmqtool.inspect.replica import is_slave_store
     from rmqtool.inspect.verify import VerifyState, check_store
 
     root = store or store_opt or default_store()
     st = VerifyState(load_layout_config(root) if root.is_dir() else None)  # type: ignore[arg-type]
+    st.replica = replica or (root.is_dir() and is_slave_store(root))
     t0 = time.perf_counter()
     n = 0
     kinds: dict[str, int] = {}
@@ -52,6 +58,12 @@ def verify(
     by_kind = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
     print(f"rmqtool verify: {n} problem(s){' (' + by_kind + ')' if by_kind else ''}; {st.scan.records} records, {st.scan.bytes_checked / 1e6:.1f} MB of "
           f"CommitLog in {dt:.2f}s; CommitLog [{st.scan.min_offset}, {st.scan.end_offset})", file=sys.stderr)
+    if st.replica_skipped:
+        print(f"rmqtool verify: replica: {st.replica_skipped} offset(s) copied from the master lie outside this "
+              "store's queues (not problems)", file=sys.stderr)
+    elif not st.replica and st.scan.min_offset > 0 and kinds.get("consumer-offset-below-min"):
+        print("rmqtool verify: if this is a slave's store, its consumer offsets are its master's: --replica",
+              file=sys.stderr)
     # sys.exit, not typer.Exit: main() runs click with standalone_mode=False, which turns Exit into a
     # return value that is not passed on as the process status
     sys.exit(1 if n else 0)

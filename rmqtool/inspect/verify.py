@@ -56,6 +56,19 @@ class VerifyState:
     ranges: dict[tuple[str, int], QueueRange] = field(default_factory=dict)
     timerlog_end: int = 0
     files_checked: int = 0
+    # a slave's store (or a replicate copy): its consumer and delay offsets and the timer
+    # checkpoint's masterTimerQueueOffset are the master's (SlaveSynchronize), judged against the
+    # master's queues, not this store's (which start at the file the slave began with, and may lag)
+    replica: bool = False
+    replica_skipped: int = 0
+
+
+def _unless_copied(st: VerifyState, problem: Problem) -> Iterator[Problem]:
+    """`problem`, unless it is about a value a replica copied from its master."""
+    if st.replica:
+        st.replica_skipped += 1
+        return
+    yield problem
 
 
 def check_store(root: Path, *, check_crc: bool = True, state: VerifyState | None = None,
@@ -312,8 +325,9 @@ def check_checkpoints(root: Path, st: VerifyState) -> Iterator[Problem]:
         max_q = rng.max_offset if rng else 0
         for pos, name, v in ((16, "lastTimerQueueOffset", q_off), (24, "masterTimerQueueOffset", master_q)):
             if v > max_q:
-                yield Problem("config/timercheck", pos, "timercheck-ahead",
-                              f"{name} {v} is past the end of {TIMER_TOPIC}/0 ({max_q})")
+                problem = Problem("config/timercheck", pos, "timercheck-ahead",
+                                  f"{name} {v} is past the end of {TIMER_TOPIC}/0 ({max_q})")
+                yield from (_unless_copied(st, problem) if name == "masterTimerQueueOffset" else (problem,))
 
 
 def _blank_end(files, flush_pos: int) -> bool:
@@ -342,9 +356,9 @@ def check_configs(root: Path, st: VerifyState) -> Iterator[Problem]:
                 yield Problem("config/delayOffset.json", 0, "delay-offset-out-of-range",
                               f"delay level {level} does not exist (1..{nlevels})")
             elif off < rng.min_offset or off > rng.max_offset:
-                yield Problem("config/delayOffset.json", 0, "delay-offset-out-of-range",
-                              f"level {level}: offset {off} outside {SCHEDULE_TOPIC}/{level - 1} "
-                              f"[{rng.min_offset}, {rng.max_offset}]")
+                yield from _unless_copied(st, Problem(
+                    "config/delayOffset.json", 0, "delay-offset-out-of-range",
+                    f"level {level}: offset {off} outside {SCHEDULE_TOPIC}/{level - 1} [{rng.min_offset}, {rng.max_offset}]"))
     co = parsed.get("consumerOffset.json")
     if isinstance(co, dict):
         table = co.get("offsetTable")
@@ -354,13 +368,13 @@ def check_configs(root: Path, st: VerifyState) -> Iterator[Problem]:
                 rng = st.ranges.get((topic, qid), QueueRange())
                 if 0 <= off < rng.min_offset <= rng.max_offset:
                     # cleanup deleted messages this group never consumed (an expired or a full disk)
-                    yield Problem("config/consumerOffset.json", 0, "consumer-offset-below-min",
-                                  f"group {group} on {topic}/{qid}: committed offset {off} is below the queue's "
-                                  f"minimum offset {rng.min_offset}: {rng.min_offset - off} message(s) were deleted "
-                                  "before the group consumed them")
+                    yield from _unless_copied(st, Problem(
+                        "config/consumerOffset.json", 0, "consumer-offset-below-min",
+                        f"group {group} on {topic}/{qid}: committed offset {off} is below the queue's minimum offset "
+                        f"{rng.min_offset}: {rng.min_offset - off} message(s) were deleted before the group consumed them"))
                 elif off < rng.min_offset or off > rng.max_offset:
-                    yield Problem("config/consumerOffset.json", 0, "consumer-offset-out-of-range",
-                                  f"group {group} on {topic}/{qid}: offset {off} outside "
-                                  f"[{rng.min_offset}, {rng.max_offset}]")
+                    yield from _unless_copied(st, Problem(
+                        "config/consumerOffset.json", 0, "consumer-offset-out-of-range",
+                        f"group {group} on {topic}/{qid}: offset {off} outside [{rng.min_offset}, {rng.max_offset}]"))
 
 

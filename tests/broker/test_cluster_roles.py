@@ -17,7 +17,7 @@ from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import ClusterInfo, KVTable, TopicRouteData
 from rmqtool.remoting.bodies_ha import HARuntimeInfo
 from rmqtool.remoting.codes import RequestCode, ResponseCode
-from tests.broker.conftest import Wire, create_topic, send_ext
+from tests.broker.conftest import Wire, create_topic, props, send_ext
 from tests.cluster_helpers import Proc, master_conf, slave_conf, start_broker, start_namesrv
 
 
@@ -61,6 +61,10 @@ def group(tmp_path_factory):
         r = mw.request(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "cg", "topic": "ClusterT",
                                                            "queueId": "0", "commitOffset": "1"})
         assert r.code == 0, r.remark  # a commit needs the group to exist, as in Java 5.x
+        body = fastjson.dumpb(fastjson.bean(consumerGroup="pop_cg", mode="POP", popShareQueueNum=1, topic="ClusterT"))
+        assert mw.request(RequestCode.SET_MESSAGE_REQUEST_MODE, body=body).code == 0  # mqadmin setConsumeMode
+        r = mw.request(RequestCode.SEND_MESSAGE_V2, send_ext("ClusterT", 1, props(TIMER_DELAY_SEC="3600")), b"later")
+        assert r.code == 0, r.remark  # a timer message waits an hour: the master's timer metrics count it
         mw.close()
         nsw = Wire(ns)
         assert _wait(lambda: "broker-a" in _cluster(nsw).brokerAddrTable)
@@ -276,6 +280,54 @@ def test_master_answers_the_timer_tables_a_java_slave_follows(group):
     finally:
         mw.close()
         sw.close()
+
+
+def test_slave_copies_message_request_modes_and_timer_tables(group):
+    """SlaveSynchronize 5.3.3 beyond the four tables: syncMessageRequestMode (401/402 JSON into
+    config/messageRequestMode.json), syncTimerMetrics and, every 3 s, syncTimerCheckPoint."""
+    from rmqtool.store.timer.timercheck import TimerCheckpointValue
+
+    config = group["tmp"] / "a-slave-store" / "config"
+    sw, mw = Wire(group["slave"]), Wire(group["master"])
+    try:
+        def modes() -> dict:
+            try:
+                return fastjson.loads((config / "messageRequestMode.json").read_bytes())["messageRequestModeMap"]
+            except (OSError, ValueError, KeyError):
+                return {}
+
+        assert _wait(lambda: "ClusterT" in modes(), 20), group["slave_proc"].stderr
+        assert modes()["ClusterT"]["pop_cg"] == {"consumerGroup": "pop_cg", "mode": "POP", "popShareQueueNum": 1,
+                                                 "topic": "ClusterT"}
+        r = sw.request(RequestCode.GET_ALL_MESSAGE_REQUEST_MODE)  # what the slave answers from now on
+        assert fastjson.loads(r.body)["messageRequestModeMap"] == modes()
+
+        master_metrics = fastjson.loads(mw.request(RequestCode.GET_TIMER_METRICS).body)
+        assert master_metrics["timingCount"]["ClusterT"]["count"] == 1
+
+        def metrics() -> dict:
+            try:
+                return fastjson.loads((config / "timermetrics").read_bytes())
+            except (OSError, ValueError):
+                return {}
+
+        assert _wait(lambda: metrics().get("dataVersion") == master_metrics["dataVersion"], 20)
+        assert metrics()["timingCount"] == master_metrics["timingCount"]
+
+        def checkpoints() -> tuple[TimerCheckpointValue, TimerCheckpointValue]:
+            theirs = TimerCheckpointValue.unpack(mw.request(RequestCode.GET_TIMER_CHECK_POINT).body)
+            ours = TimerCheckpointValue.unpack((config / "timercheck").read_bytes())
+            return ours, theirs
+
+        def check_point_copied() -> bool:
+            ours, theirs = checkpoints()
+            return (ours.master_timer_queue_offset == theirs.master_timer_queue_offset > 0
+                    and 0 < theirs.last_read_time_ms - ours.last_read_time_ms + 1 <= 10_000)
+
+        assert _wait(check_point_copied, 20), checkpoints()
+    finally:
+        sw.close()
+        mw.close()
 
 
 def test_namesrv_only_serves_routes_alone_and_stops_cleanly(tmp_path):

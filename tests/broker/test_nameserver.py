@@ -313,3 +313,21 @@ def test_broker_member_group_of_an_unknown_broker_or_a_header_without_fields_is_
     assert missing.code == 0 and missing.body == b'{"brokerMemberGroup":{"brokerAddrs":{},"cluster":"DefaultCluster"}}'
     assert namesrv.request(901, {}).body == b'{"brokerMemberGroup":{"brokerAddrs":{}}}'
     assert namesrv.request(901, {"brokerName": "broker-a", "clusterName": ""}).body.endswith(b'"cluster":""}}')
+
+
+def test_a_prime_slave_registering_without_the_masters_topic_keeps_its_route_unless_configured():
+    """NamesrvConfig.deleteTopicWithBrokerRegistration (false by default): a slave whose master is
+    gone registers as the prime slave; a topic its table lacks (SlaveSynchronize had not copied it
+    yet) keeps the master's queue data, so consumers still find the slave for it."""
+    for delete, kept in ((False, True), (True, False)):
+        rim = RouteInfoManager(delete_topic_with_broker_registration=delete)
+        rim.register_broker("C", "1.2.3.4:1", "b", 0, "", {"T": TopicConfig("T", 4, 4)}, DataVersion(1, 1))
+        rim.register_broker("C", "1.2.3.4:2", "b", 1, "", {}, DataVersion(1, 2), enable_acting_master=False)
+        rim.unregister_broker("C", "1.2.3.4:1", "b", 0)
+        rim.register_broker("C", "1.2.3.4:2", "b", 1, "", {"U": TopicConfig("U", 4, 4)}, DataVersion(1, 3),
+                            enable_acting_master=False)
+        route = rim.pickup_topic_route_data("T")
+        assert (route is not None) is kept
+        if kept:
+            assert route.brokerDatas[0].brokerAddrs == {1: "1.2.3.4:2"}
+        assert rim.pickup_topic_route_data("U") is not None

@@ -1,8 +1,9 @@
 """An Apache slave (5.3.3 BrokerController, brokerRole=SLAVE) of an rmqtool master, both registered with
 rmqtool's name server: the name server tells the Java slave its master (RegisterBrokerResult's
 masterAddr and haServerAddr) and Java's SlaveSynchronize copies our master's answers to
-GET_ALL_TOPIC_CONFIG (on the VIP port), GET_ALL_CONSUMER_OFFSET, GET_ALL_SUBSCRIPTIONGROUP_CONFIG and
-GET_ALL_DELAY_OFFSET into its own managers: they decode as Java's wrappers.
+GET_ALL_TOPIC_CONFIG (on the VIP port), GET_ALL_CONSUMER_OFFSET, GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+GET_ALL_DELAY_OFFSET and GET_ALL_MESSAGE_REQUEST_MODE into its own managers: they decode as Java's
+wrappers.
 
 (The CommitLog itself is not replicated here: the test JVM's HA service does not listen.)
 """
@@ -41,6 +42,8 @@ def test_apache_slave_copies_an_rmqtool_masters_metadata(tmp_path):
         assert request_once(master, RequestCode.PULL_MESSAGE, pull).code == 0  # creates the group
         commit = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "commitOffset": "1"}
         assert request_once(master, RequestCode.UPDATE_CONSUMER_OFFSET, commit).code == 0
+        mode = fastjson.bean(consumerGroup=GROUP, mode="POP", popShareQueueNum=1, topic=TOPIC)
+        assert request_once(master, RequestCode.SET_MESSAGE_REQUEST_MODE, body=fastjson.dumpb(mode)).code == 0
         apache = start_apache(tmp_path / "apache", f"namesrvAddr={ns}", "brokerName=broker-a",
                               "brokerRole=SLAVE", "brokerId=1")
 
@@ -80,6 +83,12 @@ def test_apache_slave_copies_an_rmqtool_masters_metadata(tmp_path):
         assert delay.code == 0
         copied = apache.store / "config" / "delayOffset.json"
         assert wait_until(copied.exists, 10, 0.5) and copied.read_bytes() == delay.body
+        # syncMessageRequestMode: our GET_ALL_MESSAGE_REQUEST_MODE decodes as MessageRequestModeSerializeWrapper
+        def modes(addr: str) -> dict:
+            return fastjson.loads(request_once(addr, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE).body)["messageRequestModeMap"]
+
+        assert wait_until(lambda: TOPIC in modes(apache.broker), 10, 0.5)
+        assert modes(apache.broker)[TOPIC][GROUP] == modes(master)[TOPIC][GROUP]
     finally:
         if apache is not None:
             stop_apache(apache)

@@ -141,6 +141,17 @@ def rmqtool_verify(store: Path) -> None:
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
 
 
+def inspect_replica(store: Path, master: str) -> dict:
+    """`rmqtool inspect store --master`: the replica section and its queue rows (exit 0 either way)."""
+    r = subprocess.run([sys.executable, "-m", "rmqtool", "inspect", "store", str(store), "--json", "--master", master],
+                       capture_output=True, text=True, env=rmqtool_env(), timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line]
+    [rep] = [x for x in rows if x.get("section") == "replica"]
+    return {"replica": rep, "queues": {(x["topic"], x["queueId"]): x for x in rows
+                                       if x.get("section") == "replica-queue"}}
+
+
 def serve(root: Path, conf: str):
     root.mkdir(parents=True, exist_ok=True)
     (root / "broker.conf").write_text(f"mappedFileSizeCommitLog={FILE_SIZE}\ntransactionCheckInterval=1000\n"
@@ -165,7 +176,14 @@ def test_rmqtool_slave_of_an_apache_master(tmp_path, version):
         create_topic(slave_broker, TOPIC, 4)
         expected = {warm_up(master.namesrv, master.broker, slave_broker)} | mixed_load(master.namesrv)
         wait_caught_up(master.broker, slave_broker)
+        lag = inspect_replica(tmp_path / "slave" / "store", master.broker)  # haStatus + GET_MAX_OFFSET of Java
+        assert lag["replica"]["masterReachable"] and lag["replica"]["lagBytes"] == 0, lag
+        assert lag["replica"]["masterSlaves"] == 1 and lag["queues"][(TOPIC, 0)]["lag"] == 0
+        assert lag["queues"][(TOPIC, 0)]["masterMaxOffset"] > 0
         stop_apache(master)
+        offline = inspect_replica(tmp_path / "slave" / "store", master.broker)
+        assert offline["replica"]["masterReachable"] is False and offline["queues"] == {}
+        assert offline["replica"]["maxOffset"] == lag["replica"]["maxOffset"]
         got = java_consume(slave_ns, tmp_path / "home", len(expected), "drain", version)
         assert got == expected
     finally:

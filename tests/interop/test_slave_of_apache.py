@@ -51,6 +51,13 @@ def test_rmqtool_slave_copies_an_apache_masters_metadata(tmp_path):
         assert _req(apache.broker, RequestCode.QUERY_CONSUMER_OFFSET,
                     {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0"}).ext_fields.get("offset") == "1"
 
+        mode = fastjson.bean(consumerGroup=GROUP, mode="POP", popShareQueueNum=2, topic=TOPIC)
+        r = Wire(apache.broker)
+        try:  # mqadmin setConsumeMode: QueryAssignmentProcessor's table, which syncMessageRequestMode copies
+            assert r.request(RequestCode.SET_MESSAGE_REQUEST_MODE, body=fastjson.dumpb(mode)).code == 0
+        finally:
+            r.close()
+
         slave_proc, slave = start_broker(tmp_path, "slave", ns, slave_conf("broker-x"))
         info = ClusterInfo.from_json_obj(fastjson.loads(_req(ns, RequestCode.GET_BROKER_CLUSTER_INFO).body))
         assert info.brokerAddrTable["broker-x"].brokerAddrs == {0: apache.broker, 1: slave}
@@ -74,6 +81,25 @@ def test_rmqtool_slave_copies_an_apache_masters_metadata(tmp_path):
         groups = fastjson.loads(_req(slave, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body)
         master_groups = fastjson.loads(_req(apache.broker, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG).body)
         assert set(groups["subscriptionGroupTable"]) == set(master_groups["subscriptionGroupTable"])
+        modes = fastjson.loads(_req(apache.broker, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE).body)
+        mode_file = tmp_path / "slave-store" / "config" / "messageRequestMode.json"
+        assert _wait(mode_file.exists, 30)
+        assert fastjson.loads(mode_file.read_bytes()) == modes and modes["messageRequestModeMap"][TOPIC][GROUP]["mode"] == "POP"
+        # Java's answers to the timer tables (timerWheelEnable on both) are taken without a failure:
+        # the checkpoint's read time is the master's (TimerCheckpoint.encode, 56 bytes, every 3 s)
+        from rmqtool.store.timer.timercheck import TimerCheckpointValue
+
+        def read_time() -> int:
+            try:
+                return TimerCheckpointValue.unpack((tmp_path / "slave-store" / "config" / "timercheck").read_bytes()
+                                                   ).last_read_time_ms
+            except OSError:
+                return 0
+
+        assert _wait(lambda: read_time() > 0, 30), slave_proc.stderr
+        theirs = TimerCheckpointValue.unpack(_req(apache.broker, RequestCode.GET_TIMER_CHECK_POINT).body)
+        assert 0 <= theirs.last_read_time_ms - read_time() <= 10_000
+        assert "SyncTimer" not in slave_proc.stderr and "SyncMessageRequestMode" not in slave_proc.stderr, slave_proc.stderr
         delay = _req(apache.broker, RequestCode.GET_ALL_DELAY_OFFSET)
         if delay.code == 0:
             assert (tmp_path / "slave-store" / "config" / "delayOffset.json").read_bytes() == delay.body

@@ -254,9 +254,21 @@ class GroupAdminProcessor:
             return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, remark="subscription group does not exist")
         self.message_request_modes.setdefault(topic, {})[group] = fastjson.bean(
             consumerGroup=group, mode=mode, popShareQueueNum=share, topic=topic)
+        await self._persist_message_request_modes()
+        return cmd.response()
+
+    async def _persist_message_request_modes(self: Any) -> None:
         await self.run(write_file, self._request_mode_path(),
                        json.dumps({"messageRequestModeMap": self.message_request_modes}, indent="\t"))
-        return cmd.response()
+
+    async def assign_message_request_modes(self: Any, table: dict[str, dict[str, Any]]) -> None:
+        """SlaveSynchronize.syncMessageRequestMode: topics the master lacks go, its topics are
+        taken over whole (`removeIf` + `putAll`), persisted."""
+        cur = self.message_request_modes
+        for topic in [t for t in cur if t not in table]:
+            del cur[topic]
+        cur.update(table)
+        await self._persist_message_request_modes()
 
     async def process_get_all_message_request_mode(self: Any, cmd: RemotingCommand,
                                                    conn: Connection) -> RemotingCommand:

@@ -71,6 +71,24 @@ class TimerMetrics:
         self.data_version = DataVersion.from_json(data.get("dataVersion"))
         return True
 
+    def assign_from_master(self, data: dict[str, Any]) -> bool:
+        """SlaveSynchronize.syncTimerMetrics: the master's table (its TimerMetricsSerializeWrapper
+        JSON) replaces ours when its DataVersion differs, with that version; persisted. True if taken."""
+        version = DataVersion.from_json(data.get("dataVersion"))
+        ours = self.data_version
+        if (ours.counter, ours.timestamp, ours.state_version) == (version.counter, version.timestamp,
+                                                                  version.state_version):
+            return False
+        table: dict[str, list[int]] = {}
+        for topic, metric in (data.get("timingCount") or {}).items():
+            if isinstance(metric, dict):
+                table[str(topic)] = [int(metric.get("count", 0)), int(metric.get("timeStamp", 0))]
+        self.data_version = version
+        self.timing_count = table
+        self._dirty = True
+        self.persist()
+        return True
+
     def add(self, topic: str | None, value: int, now_ms: int) -> None:
         """`addAndGet`: count `value` more (or fewer) messages waiting for `topic`."""
         if not topic:
