@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rmqtool.layouts.constants import CQ_STORE_UNIT_SIZE
 from rmqtool.layouts.consumequeue import CQ_BLANK_UNIT, CQ_UNIT
-from rmqtool.store.mappedfile import MappedFile, MappedFileQueue
+from rmqtool.store.mappedfile import CQ_RELEASE_BEHIND, MappedFile, MappedFileQueue
 
 UNIT = CQ_STORE_UNIT_SIZE
 BLANK_SIZE = 0x7FFFFFFF
@@ -57,7 +57,8 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.mfq = MappedFileQueue(root / topic / str(queue_id), file_size, read_only=read_only, reserve_on_load=False)
+        self.mfq = MappedFileQueue(root / topic / str(queue_id), file_size, read_only=read_only, reserve_on_load=False,
+                                   release_behind=CQ_RELEASE_BEHIND)
         self.max_physic_offset = -1  # end (offset + size) of the last unit written
         self.min_logic_offset = 0  # byte position of the first valid unit
         self.last_store_timestamp = 0

@@ -8,6 +8,7 @@ space-separated KEYS token; the bucket holds the newest entry, entries chain bac
 from __future__ import annotations
 
 import datetime
+import mmap
 import os
 import re
 import struct
@@ -26,6 +27,7 @@ _I32 = struct.Struct(">i")
 _pack_i32 = _I32.pack_into
 _pack_entry = INDEX_ENTRY.pack_into
 _I32_MAX = 0x7FFFFFFF
+INDEX_RELEASE_BEHIND = 256 << 10  # flushed entry bytes kept in RSS behind the newest entry
 
 
 def index_key_hash(key: str) -> int:
@@ -176,6 +178,7 @@ class IndexFile:
              self.hash_slot_count, count) = INDEX_HEADER.unpack_from(self.mm, 0)
             self.index_count = count if count > 0 else 1
         self.entries_base = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+        self._released_count = 0  # index_count at the last release of pages (`flush`)
 
     def _write_header(self) -> None:
         INDEX_HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
@@ -324,7 +327,30 @@ class IndexFile:
 
     def flush(self) -> None:
         if not self.read_only:
+            count = self.index_count  # entries below it are complete before the fdatasync
             os.fdatasync(self.fd)
+            self._release(count)
+
+    def _release(self, count: int) -> None:
+        """Drop this file's pages from RSS after a flush, as `MappedFile._release_behind` does.
+
+        Entries are appended: those more than INDEX_RELEASE_BEHIND bytes behind the newest
+        leave RSS for good. The slot table is written at hash-addressed places, so all of it is
+        released each flush and only the slots the next second's keys hit come back (a
+        lookup refaults from the page cache, no I/O). Without this a busy store's index held
+        ~40 MB of RSS per million keys. Pages stay in the page cache, dirty ones included.
+        """
+        page = mmap.PAGESIZE
+        end = (self.entries_base + count * INDEX_ENTRY_SIZE - INDEX_RELEASE_BEHIND) & ~(page - 1)
+        if count >= self.index_num:
+            end = self.file_size  # full: no key goes here again
+        if end <= page or count == self._released_count:
+            return
+        self._released_count = count
+        try:
+            self.mm.madvise(mmap.MADV_DONTNEED, page, end - page)  # the header page stays
+        except (OSError, ValueError, AttributeError):  # no madvise here: RSS just stays higher
+            pass
 
     def close(self) -> None:
         close_mapped(self.fd, self.mm)

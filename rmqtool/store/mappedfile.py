@@ -22,7 +22,12 @@ from pathlib import Path
 from rmqtool.errors import StoreError
 from rmqtool.store.diskspace import create_reserved, map_read_only, reserve_blocks
 
-RELEASE_BEHIND = 32 << 20  # flushed bytes kept mapped in RSS behind the write position
+# flushed CommitLog bytes kept mapped in RSS behind the write position: consumers that keep up read
+# them without a fault; older pages refault from the page cache (no I/O) when read
+RELEASE_BEHIND = 16 << 20
+# the same for a ConsumeQueue: its 20-byte units are read by tailing consumers just behind the
+# write position only; 32 MiB would keep whole 6 MB files resident (20 MB per million messages)
+CQ_RELEASE_BEHIND = 64 << 10
 # how often pages that reads faulted back in (consumers, the timer's enqueue scan) are dropped
 # again: at 300,000 timer enqueues/s a 2 s period let the scan pull ~130 MB back into RSS
 RELEASE_READ_BACK_EVERY_S = 0.5
@@ -137,7 +142,8 @@ def close_mapped(fd: int, mm: mmap.mmap) -> None:
 class MappedFile:
     """One fixed-size file of a stream, mapped in full."""
 
-    def __init__(self, path: Path, file_size: int, *, create: bool = False, read_only: bool = False) -> None:
+    def __init__(self, path: Path, file_size: int, *, create: bool = False, read_only: bool = False,
+                 release_behind: int | None = None) -> None:
         self.path = path
         self.file_size = file_size
         self.from_offset = int(path.name)
@@ -147,6 +153,7 @@ class MappedFile:
         self.flushed_position = 0
         self.released_position = 0  # pages below this were dropped from RSS after a flush
         self._released_at = 0.0
+        self.release_behind = release_behind  # None: the module's RELEASE_BEHIND
         self.fd, self.mm = open_mapped(path, file_size, create=create, read_only=read_only)
         self.reserved = create  # blocks allocated: stores through the mapping cannot fault
         self.closed = False
@@ -195,9 +202,11 @@ class MappedFile:
 
         MADV_DONTNEED on a shared file mapping only unmaps the pages: they stay in the page
         cache (and were just made durable), so a later read refaults them without I/O. Without
-        it every page ever appended counts in RSS, hundreds of MB on a busy store.
+        it every page ever appended counts in RSS, hundreds of MB on a busy store. A file
+        written and flushed to its end is released whole: nothing appends to it again.
         """
-        upto = (pos - RELEASE_BEHIND) & ~(mmap.PAGESIZE - 1)
+        behind = RELEASE_BEHIND if self.release_behind is None else self.release_behind
+        upto = self.file_size if pos >= self.file_size else (pos - behind) & ~(mmap.PAGESIZE - 1)
         now = time.monotonic()
         # new flushed bytes: release them; every RELEASE_READ_BACK_EVERY_S also the pages reads brought back
         start = 0 if now - self._released_at >= RELEASE_READ_BACK_EVERY_S else self.released_position
@@ -244,7 +253,7 @@ class MappedFileQueue:
     """The ordered files of one stream in one directory."""
 
     def __init__(self, directory: Path, file_size: int, *, read_only: bool = False,
-                 reserve_on_load: bool = True) -> None:
+                 reserve_on_load: bool = True, release_behind: int | None = None) -> None:
         self.directory = directory
         self.file_size = file_size
         self.read_only = read_only
@@ -252,6 +261,7 @@ class MappedFileQueue:
         # first write into it (ConsumeQueues: thousands of queues of an older store, most never
         # written again, would otherwise all be allocated in full at open)
         self.reserve_on_load = reserve_on_load
+        self.release_behind = release_behind  # flushed bytes each file keeps resident (MappedFile)
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         # files made ahead of need (`preallocate`), not part of the stream until `new_file` takes them
@@ -265,7 +275,7 @@ class MappedFileQueue:
             raise StoreError(f"{self.directory} is not a directory")
         for path in load_listing(self.directory, self.file_size, read_only=self.read_only,
                                  suffix="; the store does not load"):
-            mf = MappedFile(path, self.file_size, read_only=self.read_only)
+            mf = MappedFile(path, self.file_size, read_only=self.read_only, release_behind=self.release_behind)
             mf.wrote_position = mf.flushed_position = self.file_size  # fixed later by recovery
             self.files.append(mf)
         if self.files and not self.read_only and self.reserve_on_load:
@@ -328,7 +338,8 @@ class MappedFileQueue:
                 self.directory.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise StoreError(f"cannot create {self.directory}: {e.strerror}") from None
-            mf = MappedFile(self.directory / offset_to_file_name(base), self.file_size, create=True)
+            mf = MappedFile(self.directory / offset_to_file_name(base), self.file_size, create=True,
+                            release_behind=self.release_behind)
         self.files.append(mf)
         return mf
 
@@ -352,7 +363,8 @@ class MappedFileQueue:
                 self.directory.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise StoreError(f"cannot create {self.directory}: {e.strerror}") from None
-            self.pending.append(MappedFile(self.directory / offset_to_file_name(nxt), self.file_size, create=True))
+            self.pending.append(MappedFile(self.directory / offset_to_file_name(nxt), self.file_size, create=True,
+                                           release_behind=self.release_behind))
 
     def _drop_pending(self) -> None:
         for mf in self.pending:
