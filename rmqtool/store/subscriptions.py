@@ -72,6 +72,7 @@ class SubscriptionGroupManager(ConfigManager):
     """Group table + `forbiddenTable` + data version."""
 
     file_name = "subscriptionGroup.json"
+    durable_answer = True  # persisted in the request, as Java's manager is: the answer follows the write
 
     def __init__(self, config_dir: Path, *, auto_create_subscription_group: bool = True,
                  clock: Callable[[], int] | None = None) -> None:

@@ -112,6 +112,7 @@ class TopicConfigManager(ConfigManager):
     """`TopicConfigManager`: topic table + data version, persisted as `TopicConfigSerializeWrapper`."""
 
     file_name = "topics.json"
+    durable_answer = True  # persisted in the request, as Java's manager is: the answer follows the write
 
     def __init__(self, config_dir: Path, *, cluster: str = "DefaultCluster", broker_name: str = "broker-a",
                  default_topic_queue_nums: int = 4, auto_create_topic_enable: bool = True,
