@@ -56,6 +56,36 @@ class Bean(dict):
     """A Java bean: its properties are written alphabetically and null ones are left out."""
 
 
+class Raw(str):
+    """Text `dumps` already made (at the indentation where it goes): written as it is."""
+
+
+class EntryCache:
+    """The text of each entry of a big table, made again only for the entries that changed.
+
+    A request answered once its topic or group is on disk means a write per request, and
+    encoding 500 groups took ~20 ms (up to ~120 ms on a loaded machine) of the writer thread,
+    holding the GIL the event loop needs. An entry's bean is compared by `repr` (exact for
+    the str/int/bool/enum/dict values beans hold): ~5x cheaper than writing it.
+    """
+
+    def __init__(self) -> None:
+        self._texts: dict[str, tuple[str, str]] = {}
+
+    def render(self, beans: dict[str, Any], indent: int) -> dict[str, Any]:
+        """`beans` with each value replaced by its `dumps(value, indent)` text (as `Raw`)."""
+        old, new = self._texts, {}
+        out: dict[str, Any] = {}
+        for name, bean in beans.items():
+            key = repr(bean)
+            hit = old.get(name)
+            text = hit[1] if hit is not None and hit[0] == key else dumps(bean, indent)
+            new[name] = (key, text)
+            out[name] = Raw(text)
+        self._texts = new
+        return out
+
+
 _ESCAPES = {
     '"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
 }
@@ -71,6 +101,8 @@ def _string(s: str) -> str:
 
 def dumps(value: Any, indent: int = 0) -> str:
     """fastjson 1.x `toJSONString(value, prettyFormat=true)` for the value shapes configs use."""
+    if type(value) is Raw:
+        return value
     if value is None:
         return "null"
     if value is True:
