@@ -182,11 +182,6 @@ class MappedFile:
         return self.wrote_position >= self.file_size
 
     # -- I/O ----------------------------------------------------------------------------------
-    @property
-    def reserved(self) -> bool:
-        """Are all the file's blocks allocated?"""
-        return self.reserved_until >= self.file_size
-
     def append(self, data: bytes | bytearray | memoryview) -> int:
         """Copy `data` at the write position; returns the position it was written at."""
         pos = self.wrote_position
@@ -208,10 +203,6 @@ class MappedFile:
             return
         self.reserved_until = reserve_ahead_of(self.fd, self.reserved_until, end, self.reserve_ahead,
                                                self.file_size, str(self.path))
-
-    def reserve(self) -> None:
-        """Reserve the whole file."""
-        self.ensure_reserved(self.file_size)
 
     def reserve_for_recovery(self) -> None:
         """Reserve a reopened last file up to a chunk past its written end, before recovery reads it.
