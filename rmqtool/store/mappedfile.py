@@ -205,7 +205,8 @@ class MappedFile:
                                                self.file_size, str(self.path))
 
     def reserve_for_recovery(self) -> None:
-        """Reserve a reopened last file up to a chunk past its written end, before recovery reads it.
+        """Reserve a reopened last file a page past its written end (a chunk more where the disk
+        has room), before recovery reads it.
 
         Recovery reads a little past the last record (the next header); on tmpfs a read there
         would allocate. A file this store wrote has its blocks past every write, so this succeeds
