@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +25,7 @@ from rmqtool.broker.clientmanage import ClientManageProcessor
 from rmqtool.broker.clients import ClientManager
 from rmqtool.broker.cluster import ClusterSettings
 from rmqtool.broker.confvalues import conf_flag, conf_int
+from rmqtool.broker.durable import answer_after, call_collecting
 from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
@@ -238,9 +240,10 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         if self.inline_store_calls:
             return fn(*args, **kw)
         loop = self.loop or asyncio.get_running_loop()
+        ctx = contextvars.copy_context()  # the request's durable_waits go along to the pool thread
         if kw:
-            return await loop.run_in_executor(self.executor, lambda: fn(*args, **kw))
-        return await loop.run_in_executor(self.executor, fn, *args)
+            return await loop.run_in_executor(self.executor, lambda: ctx.run(fn, *args, **kw))
+        return await loop.run_in_executor(self.executor, ctx.run, fn, *args)
 
     def call_store(self, fn: Callable[..., T], args: tuple[Any, ...],
                    done: Callable[[T], Any], *, read: bool = False) -> Any:
@@ -259,7 +262,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
     async def _call_store_async(self, fn: Callable[..., T], args: tuple[Any, ...],
                                 done: Callable[[T], Any]) -> Any:
         loop = self.loop or asyncio.get_running_loop()
-        r = done(await loop.run_in_executor(self.executor, fn, *args))
+        r = done(await loop.run_in_executor(self.executor, contextvars.copy_context().run, fn, *args))
         if r is not None and not isinstance(r, RemotingCommand):
             r = await r
         return r
@@ -346,12 +349,13 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 remark=f" request type {cmd.code} not supported")
         try:
-            r = fn(cmd, conn)
+            # topic/group writes the request asks for: answered once on disk (durable.py)
+            r, waits = call_collecting(fn, cmd, conn)
         except _MAPPED_ERRORS as e:
             return _error_response(cmd, e, conn)
         if r is None or isinstance(r, RemotingCommand):
-            return r
-        return self._guard(cmd, r, conn)
+            return answer_after(r, waits) if waits and r is not None else r
+        return self._guard(cmd, answer_after(r, waits), conn)
 
     async def _guard(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None],
                      conn: Connection) -> RemotingCommand | None:

@@ -194,9 +194,11 @@ class CommitLog:
         file_size = self.file_size
         mfq = self.mfq
         mf = mfq.files[-1] if mfq.files else None
-        # every file the batch will need exists (blocks reserved) before a byte is written, so a
-        # full disk (DiskFull) fails the whole batch and leaves the log as it was
+        # every file the batch will need exists, its blocks reserved as far as the batch goes,
+        # before a byte is written, so a full disk (DiskFull) fails the whole batch and leaves
+        # the log as it was
         mfq.preallocate(self._new_files_needed(msgs, mf))
+        mfq.reserve_for_append(sum(map(_total_size, msgs)), END_FILE_MIN_BLANK_LENGTH)
         if mf is None or mf.wrote_position >= file_size:
             mf = mfq.new_file(0)
         run_pos = pos = mf.wrote_position

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rmqtool.layouts.constants import CQ_STORE_UNIT_SIZE
 from rmqtool.layouts.consumequeue import CQ_BLANK_UNIT, CQ_UNIT
-from rmqtool.store.mappedfile import MappedFile, MappedFileQueue
+from rmqtool.store.mappedfile import CQ_RELEASE_BEHIND, CQ_RESERVE_AHEAD, MappedFile, MappedFileQueue
 
 UNIT = CQ_STORE_UNIT_SIZE
 BLANK_SIZE = 0x7FFFFFFF
@@ -57,7 +57,8 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.mfq = MappedFileQueue(root / topic / str(queue_id), file_size, read_only=read_only, reserve_on_load=False)
+        self.mfq = MappedFileQueue(root / topic / str(queue_id), file_size, read_only=read_only, reserve_on_load=False,
+                                   release_behind=CQ_RELEASE_BEHIND, reserve_ahead=CQ_RESERVE_AHEAD)
         self.max_physic_offset = -1  # end (offset + size) of the last unit written
         self.min_logic_offset = 0  # byte position of the first valid unit
         self.last_store_timestamp = 0
@@ -89,9 +90,9 @@ class ConsumeQueue:
         current = mf.from_offset + mf.wrote_position
         if cq_offset != 0 and expected < current:
             return True  # already there ("[BUG] maybe try to build consume queue repeatedly")
-        if not mf.reserved:
-            mf.reserve()  # a file of an older (sparse) store, reopened: its holes get blocks first
         pos = mf.wrote_position
+        if pos + UNIT > mf.reserved_until:
+            mf.ensure_reserved(pos + UNIT)  # the next chunk, or a reopened file's blocks: no hole under the unit
         _pack_unit(mf.mm, pos, offset, size, tags_code)
         mf.wrote_position = pos + UNIT
         self.max_physic_offset = offset + size
@@ -112,8 +113,8 @@ class ConsumeQueue:
             first, last = units[0], units[-1]
             if (pos + len(units) * UNIT <= self.file_size and first[0] + first[1] > self.max_physic_offset
                     and first[3] * UNIT == mf.from_offset + pos and last[3] - first[3] == len(units) - 1):
-                if not mf.reserved:
-                    mf.reserve()
+                if pos + len(units) * UNIT > mf.reserved_until:
+                    mf.ensure_reserved(pos + len(units) * UNIT)
                 pack = CQ_UNIT.pack
                 data = b"".join([pack(offset, size, tags_code) for offset, size, tags_code, _ in units])
                 mf.mm[pos : pos + len(data)] = data
@@ -177,7 +178,8 @@ class ConsumeQueue:
         max_phys = -1
         while idx < len(files):
             mf = files[idx]
-            n = valid_unit_count(mf.mm, self.file_size // UNIT)
+            # no further than the written end: the rest is zeros, and may be a hole (tmpfs faults)
+            n = valid_unit_count(mf.mm, mf.readable_end() // UNIT)
             pos = n * UNIT
             for k in range(n - 1, -1, -1):
                 off, size, _tags = _unpack_unit(mf.mm, k * UNIT)

@@ -6,7 +6,10 @@ the page fault, and on a full file system that fault is SIGBUS: the process dies
 error anyone can catch. RocketMQ's MappedFile has the same hazard and its warm-up
 (`warmMappedFile`, off by default) writes every page to make them real; here every file that is
 created or reopened for writing gets its blocks with `posix_fallocate` first (`reserve_blocks`),
-so a full disk is an ENOSPC at creation time, raised as `DiskFull`.
+so a full disk is an ENOSPC before the write, raised as `DiskFull`. Append-only files (CommitLog,
+ConsumeQueue, TimerLog, index entries) are reserved in chunks just ahead of their write position
+(`reserve_blocks(start=...)`, `create_reserved(reserve=...)`) rather than in full at creation:
+a new store then takes tens of MB, not its files' 1.5 GB, and still no write lands in a hole.
 
 On tmpfs even *reading* a hole through a mapping allocates a page, so a read-only mapping of a
 sparse file on a full tmpfs faults as well; `map_read_only` copies such a file's data regions
@@ -36,26 +39,30 @@ class DiskFull(StoreError):
     """A file could not get its blocks: the file system is full (ENOSPC / EDQUOT)."""
 
 
-def reserve_blocks(fd: int, size: int, label: str) -> None:
-    """Make `fd` `size` bytes long with every block allocated, or raise DiskFull / StoreError.
+def reserve_blocks(fd: int, size: int, label: str, *, start: int = 0) -> None:
+    """Allocate every block of `fd`'s bytes [start, size) (the file grows to `size` if shorter),
+    or raise DiskFull / StoreError.
 
     `posix_fallocate` allocates without writing (unwritten extents on ext4/xfs, pages on tmpfs);
     on a file system that cannot do it (EOPNOTSUPP) every block is written instead, each with
     the bytes it holds (a hole reads as zeros), so the content stays what it was. Blocks already
-    allocated are left alone by fallocate, so this is cheap on a file that was reserved before.
+    allocated are left alone by fallocate, so this is cheap (and succeeds on a full disk) over a
+    range that was reserved before.
     """
+    if size <= start:
+        return
     try:
-        os.posix_fallocate(fd, 0, size)
+        os.posix_fallocate(fd, start, size - start)
         return
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFull(f"cannot reserve {size} bytes for {label}: {e.strerror}") from None
+            raise DiskFull(f"cannot reserve {size - start} bytes for {label}: {e.strerror}") from None
         if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
-            raise StoreError(f"cannot reserve {size} bytes for {label}: {e.strerror}") from None
+            raise StoreError(f"cannot reserve {size - start} bytes for {label}: {e.strerror}") from None
     try:
         if os.fstat(fd).st_size < size:
             os.ftruncate(fd, size)
-        pos = 0
+        pos = start
         while pos < size:
             n = min(len(_ZEROS), size - pos)
             data = os.pread(fd, n, pos)
@@ -64,11 +71,33 @@ def reserve_blocks(fd: int, size: int, label: str) -> None:
         os.fsync(fd)
     except OSError as e:
         cls = DiskFull if e.errno in (errno.ENOSPC, errno.EDQUOT) else StoreError
-        raise cls(f"cannot reserve {size} bytes for {label}: {e.strerror}") from None
+        raise cls(f"cannot reserve {size - start} bytes for {label}: {e.strerror}") from None
 
 
-def create_reserved(path: Path, size: int, label: str | None = None, *, exclusive: bool = True) -> int:
-    """Create `path` with `size` reserved bytes; returns its fd (O_RDWR).
+def reserve_ahead_of(fd: int, reserved: int, end: int, ahead: int, size: int, label: str) -> int:
+    """Blocks for the bytes below `end` of a file whose first `reserved` bytes have them; returns
+    the new reserved point.
+
+    Asks for `ahead` bytes more (rounded up to pages, at most `size`) so that one fallocate
+    serves many writes. When that fails on a full disk, only up to `end`: a reopened file whose
+    blocks were reserved past its writes before (its reserved point is not known, 0) has them,
+    and fallocate over existing blocks succeeds on a full disk too. DiskFull when even that fails.
+    """
+    page = mmap.PAGESIZE
+    target = min(size, -(-(end + ahead) // page) * page)
+    try:
+        reserve_blocks(fd, target, label, start=reserved)
+        return target
+    except DiskFull:
+        target = min(size, -(-end // page) * page)
+        reserve_blocks(fd, target, label, start=reserved)
+        return target
+
+
+def create_reserved(path: Path, size: int, label: str | None = None, *, exclusive: bool = True,
+                    reserve: int | None = None) -> int:
+    """Create `path`, `size` bytes long, with its first `reserve` bytes (all by default) reserved;
+    returns its fd (O_RDWR).
 
     On failure a file this call created is removed again. Without `exclusive` an existing file
     is opened and reserved instead (and kept, whatever happens).
@@ -88,7 +117,18 @@ def create_reserved(path: Path, size: int, label: str | None = None, *, exclusiv
         cls = DiskFull if e.errno in (errno.ENOSPC, errno.EDQUOT) else StoreError
         raise cls(f"cannot create {label or path.name}: {e.strerror}") from None
     try:
-        reserve_blocks(fd, size, label or path.name)
+        if reserve is not None and reserve < size:
+            if os.fstat(fd).st_size < size:
+                os.ftruncate(fd, size)  # full size logically, as Java's files are: no blocks taken
+            reserve_blocks(fd, reserve, label or path.name)
+        else:
+            reserve_blocks(fd, size, label or path.name)
+    except OSError as e:
+        os.close(fd)
+        if created:
+            path.unlink(missing_ok=True)
+        cls = DiskFull if e.errno in (errno.ENOSPC, errno.EDQUOT) else StoreError
+        raise cls(f"cannot create {label or path.name}: {e.strerror}") from None
     except BaseException:
         os.close(fd)
         if created:
@@ -122,6 +162,19 @@ def has_hole(fd: int, size: int) -> bool:
         return os.lseek(fd, 0, os.SEEK_HOLE) < size
     except OSError:
         return False
+
+
+def written_end(fd: int, size: int, start: int = 0) -> int:
+    """Where the first hole at or after `start` begins (`size` when none): the end of the bytes written.
+
+    An append-only file is written from its start, so nothing but zeros lies past this point;
+    blocks reserved but never written count as a hole too (SEEK_HOLE on ext4 and tmpfs), which
+    only makes this an upper bound of the data that is cheap to read without faulting.
+    """
+    try:
+        return min(size, os.lseek(fd, start, os.SEEK_HOLE))
+    except OSError:
+        return size
 
 
 def hole_reads_allocate(fd: int) -> bool:

@@ -1,12 +1,19 @@
 """Mapped files and the queue of them (RocketMQ's MappedFile / MappedFileQueue, formats.md §0).
 
 A logical byte stream (CommitLog, one ConsumeQueue, TimerLog) is split into fixed-size files
-named by the 20-digit offset of their first byte. Files are created at full size with every
-block reserved (`diskspace.reserve_blocks`: a store into a hole of a sparse mapping on a full
-disk would be SIGBUS) and written through a shared mmap, so a write is a memcpy and survives
-the death of the process; `flush` makes it durable with fdatasync (which releases the GIL,
-unlike msync in CPython). A file reopened for writing (the last one of a queue, the one
-recovery cuts) is reserved again, which costs nothing when its blocks are already there.
+named by the 20-digit offset of their first byte. Files are created at full size (their
+names and sizes are Java's) and written through a shared mmap, so a write is a memcpy and
+survives the death of the process; `flush` makes it durable with fdatasync (which releases the
+GIL, unlike msync in CPython).
+
+A store into a hole of a sparse mapping on a full disk is SIGBUS, so no write may land on a
+block that is not allocated (`diskspace.reserve_blocks`). Blocks are reserved in chunks ahead
+of the write position (`reserve_ahead` bytes past the end of each write, `ensure_reserved`):
+a full disk is a DiskFull before the write, never a signal, and a new store takes a few chunks
+instead of its files' full size. A file reopened for writing has its blocks reserved from its
+start up to where the next write goes, which costs nothing (and works on a full disk) where
+they are there already. On tmpfs even reading a hole through a writable mapping allocates, so
+recovery reads a reopened file no further than its written end (`diskspace.written_end`).
 """
 
 from __future__ import annotations
@@ -20,9 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqtool.errors import StoreError
-from rmqtool.store.diskspace import create_reserved, map_read_only, reserve_blocks
+from rmqtool.store.diskspace import create_reserved, map_read_only, reserve_ahead_of, written_end
 
-RELEASE_BEHIND = 32 << 20  # flushed bytes kept mapped in RSS behind the write position
+# flushed CommitLog bytes kept mapped in RSS behind the write position: consumers that keep up read
+# them without a fault; older pages refault from the page cache (no I/O) when read
+RELEASE_BEHIND = 16 << 20
+# the same for a ConsumeQueue: its 20-byte units are read by tailing consumers just behind the
+# write position only; 32 MiB would keep whole 6 MB files resident (20 MB per million messages)
+CQ_RELEASE_BEHIND = 64 << 10
+# blocks reserved past the end of each write (rounded to pages): one fallocate per chunk appended
+RESERVE_AHEAD = 32 << 20  # CommitLog (and the default): a batch is at most a few MB
+CQ_RESERVE_AHEAD = 1 << 20  # ConsumeQueue: 52,428 units; thousands of queues stay small
 # how often pages that reads faulted back in (consumers, the timer's enqueue scan) are dropped
 # again: at 300,000 timer enqueues/s a 2 s period let the scan pull ~130 MB back into RSS
 RELEASE_READ_BACK_EVERY_S = 0.5
@@ -96,17 +111,18 @@ def load_listing(directory: Path, file_size: int, *, read_only: bool = False, la
 
 
 def open_mapped(path: Path, size: int, *, create: bool = False, read_only: bool = False,
-                label: str | None = None) -> tuple[int, mmap.mmap]:
+                label: str | None = None, reserve: int | None = None) -> tuple[int, mmap.mmap]:
     """Open `path` and map all its `size` bytes: `(fd, mapping)`, both the caller's to close.
 
-    With `create` the file must not exist yet and is made `size` bytes long with its blocks
-    reserved (DiskFull, and no file left behind, when the disk has no room); otherwise it must
+    With `create` the file must not exist yet and is made `size` bytes long with its first
+    `reserve` bytes (default: all) reserved (DiskFull, and no file left behind, when the disk
+    has no room); otherwise it must
     already be `size` bytes. A read-only mapping is `map_read_only` (no fault on a full tmpfs).
     If anything after the open fails, the fd is closed. Errors name the file `label`, by
     default its name when it cannot be opened and its path when its size is wrong.
     """
     if create:
-        fd = create_reserved(path, size, label)
+        fd = create_reserved(path, size, label, reserve=reserve)
     else:
         try:
             fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR)
@@ -137,7 +153,8 @@ def close_mapped(fd: int, mm: mmap.mmap) -> None:
 class MappedFile:
     """One fixed-size file of a stream, mapped in full."""
 
-    def __init__(self, path: Path, file_size: int, *, create: bool = False, read_only: bool = False) -> None:
+    def __init__(self, path: Path, file_size: int, *, create: bool = False, read_only: bool = False,
+                 release_behind: int | None = None, reserve_ahead: int | None = None) -> None:
         self.path = path
         self.file_size = file_size
         self.from_offset = int(path.name)
@@ -147,8 +164,13 @@ class MappedFile:
         self.flushed_position = 0
         self.released_position = 0  # pages below this were dropped from RSS after a flush
         self._released_at = 0.0
-        self.fd, self.mm = open_mapped(path, file_size, create=create, read_only=read_only)
-        self.reserved = create  # blocks allocated: stores through the mapping cannot fault
+        self.release_behind = release_behind  # None: the module's RELEASE_BEHIND
+        self.reserve_ahead = RESERVE_AHEAD if reserve_ahead is None else reserve_ahead
+        first = min(file_size, self.reserve_ahead)
+        self.fd, self.mm = open_mapped(path, file_size, create=create, read_only=read_only, reserve=first)
+        # bytes from the file start whose blocks are allocated: stores below it cannot fault
+        # (0 for a reopened file until `ensure_reserved` asks for its blocks)
+        self.reserved_until = first if create else 0
         self.closed = False
 
     # -- positions ----------------------------------------------------------------------------
@@ -164,18 +186,49 @@ class MappedFile:
         """Copy `data` at the write position; returns the position it was written at."""
         pos = self.wrote_position
         end = pos + len(data)
+        if end > self.reserved_until:
+            self.ensure_reserved(end)
         self.mm[pos:end] = data
         self.wrote_position = end
         return pos
 
-    def reserve(self) -> None:
-        """Reserve the blocks of a file reopened for writing (a sparse file of an older store)."""
-        if not self.read_only and not self.reserved:
-            reserve_blocks(self.fd, self.file_size, str(self.path))
-            self.reserved = True
+    def ensure_reserved(self, end: int) -> None:
+        """Make bytes [0, end) safe to store into: reserve up to `reserve_ahead` past `end`.
+
+        DiskFull (nothing written, the reserved point unchanged) when the file system has no
+        room for the blocks up to `end`. A reopened file is reserved from its start, a no-op
+        (also on a full disk) where its blocks exist.
+        """
+        if end <= self.reserved_until or self.read_only:
+            return
+        self.reserved_until = reserve_ahead_of(self.fd, self.reserved_until, end, self.reserve_ahead,
+                                               self.file_size, str(self.path))
+
+    def reserve_for_recovery(self) -> None:
+        """Reserve a reopened last file a page past its written end (a chunk more where the disk
+        has room), before recovery reads it.
+
+        Recovery reads a little past the last record (the next header); on tmpfs a read there
+        would allocate. A file this store wrote has its blocks past every write, so this succeeds
+        on a full disk too.
+        """
+        if not self.read_only:
+            self.ensure_reserved(min(self.file_size, written_end(self.fd, self.file_size) + mmap.PAGESIZE))
+
+    def readable_end(self) -> int:
+        """How far a scan of this file through its mapping may read without faulting on a full disk.
+
+        What is reserved, or else what was written (a reopened file): past that, only zeros.
+        """
+        if self.read_only or self.reserved_until >= self.file_size:
+            return self.file_size
+        return max(self.reserved_until, written_end(self.fd, self.file_size))
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        self.mm[pos : pos + len(data)] = data
+        end = pos + len(data)
+        if end > self.reserved_until:
+            self.ensure_reserved(end)
+        self.mm[pos:end] = data
 
     def read(self, pos: int, size: int) -> bytes:
         return self.mm[pos : pos + size]
@@ -195,9 +248,11 @@ class MappedFile:
 
         MADV_DONTNEED on a shared file mapping only unmaps the pages: they stay in the page
         cache (and were just made durable), so a later read refaults them without I/O. Without
-        it every page ever appended counts in RSS, hundreds of MB on a busy store.
+        it every page ever appended counts in RSS, hundreds of MB on a busy store. A file
+        written and flushed to its end is released whole: nothing appends to it again.
         """
-        upto = (pos - RELEASE_BEHIND) & ~(mmap.PAGESIZE - 1)
+        behind = RELEASE_BEHIND if self.release_behind is None else self.release_behind
+        upto = self.file_size if pos >= self.file_size else (pos - behind) & ~(mmap.PAGESIZE - 1)
         now = time.monotonic()
         # new flushed bytes: release them; every RELEASE_READ_BACK_EVERY_S also the pages reads brought back
         start = 0 if now - self._released_at >= RELEASE_READ_BACK_EVERY_S else self.released_position
@@ -214,16 +269,17 @@ class MappedFile:
         """Clear bytes from `pos` to the end of the data, so a torn tail cannot be read again.
 
         Scans in 1 MiB chunks and stops at the first all-zero chunk past the dirty bytes
-        (a file's unwritten tail is a hole), which keeps this cheap on 1 GiB files.
+        (a file's unwritten tail is a hole), which keeps this cheap on 1 GiB files. Nothing
+        past the written end is read or written: it is zeros already, and may be a hole.
         """
-        end = self.file_size
+        end = self.readable_end()
         p = pos
         while p < end:
             n = min(len(_ZERO_CHUNK), end - p)
             chunk = self.mm[p : p + n]
             if chunk == _ZERO_CHUNK[:n]:
                 break
-            self.reserve()  # about to store into the mapping: no hole may be under it
+            self.ensure_reserved(p + n)  # about to store into the mapping: no hole may be under it
             self.mm[p : p + n] = _ZERO_CHUNK[:n]
             p += n
 
@@ -244,7 +300,8 @@ class MappedFileQueue:
     """The ordered files of one stream in one directory."""
 
     def __init__(self, directory: Path, file_size: int, *, read_only: bool = False,
-                 reserve_on_load: bool = True) -> None:
+                 reserve_on_load: bool = True, release_behind: int | None = None,
+                 reserve_ahead: int | None = None) -> None:
         self.directory = directory
         self.file_size = file_size
         self.read_only = read_only
@@ -252,6 +309,8 @@ class MappedFileQueue:
         # first write into it (ConsumeQueues: thousands of queues of an older store, most never
         # written again, would otherwise all be allocated in full at open)
         self.reserve_on_load = reserve_on_load
+        self.release_behind = release_behind  # flushed bytes each file keeps resident (MappedFile)
+        self.reserve_ahead = reserve_ahead  # blocks each file reserves past its writes (MappedFile)
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         # files made ahead of need (`preallocate`), not part of the stream until `new_file` takes them
@@ -265,12 +324,13 @@ class MappedFileQueue:
             raise StoreError(f"{self.directory} is not a directory")
         for path in load_listing(self.directory, self.file_size, read_only=self.read_only,
                                  suffix="; the store does not load"):
-            mf = MappedFile(path, self.file_size, read_only=self.read_only)
+            mf = MappedFile(path, self.file_size, read_only=self.read_only, release_behind=self.release_behind,
+                            reserve_ahead=self.reserve_ahead)
             mf.wrote_position = mf.flushed_position = self.file_size  # fixed later by recovery
             self.files.append(mf)
         if self.files and not self.read_only and self.reserve_on_load:
             try:
-                self.files[-1].reserve()  # the file appends go to, and recovery reads to its end
+                self.files[-1].reserve_for_recovery()  # appends go on in it; recovery reads to its end
             except BaseException:
                 self.close()
                 self.files = []
@@ -328,7 +388,8 @@ class MappedFileQueue:
                 self.directory.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise StoreError(f"cannot create {self.directory}: {e.strerror}") from None
-            mf = MappedFile(self.directory / offset_to_file_name(base), self.file_size, create=True)
+            mf = MappedFile(self.directory / offset_to_file_name(base), self.file_size, create=True,
+                            release_behind=self.release_behind, reserve_ahead=self.reserve_ahead)
         self.files.append(mf)
         return mf
 
@@ -352,7 +413,19 @@ class MappedFileQueue:
                 self.directory.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise StoreError(f"cannot create {self.directory}: {e.strerror}") from None
-            self.pending.append(MappedFile(self.directory / offset_to_file_name(nxt), self.file_size, create=True))
+            self.pending.append(MappedFile(self.directory / offset_to_file_name(nxt), self.file_size, create=True,
+                                           release_behind=self.release_behind, reserve_ahead=self.reserve_ahead))
+
+    def reserve_for_append(self, nbytes: int, slack: int = 0) -> None:
+        """Blocks for appends of `nbytes` in all (plus `slack`): in the last file, and in each file
+        made ahead (`preallocate`) as much as could go there. DiskFull before anything is written.
+        """
+        size = self.file_size
+        last = self.last
+        if last is not None and last.wrote_position < size:
+            last.ensure_reserved(min(size, last.wrote_position + nbytes + slack))
+        for mf in self.pending:
+            mf.ensure_reserved(min(size, nbytes + slack))
 
     def _drop_pending(self) -> None:
         for mf in self.pending:

@@ -24,7 +24,7 @@ from rmqtool.layouts.constants import (
     TRANS_OP_HALF_TOPIC,
 )
 from rmqtool.layouts.javahash import hashmap_order
-from rmqtool.store.jsonconfig import Bean, ConfigManager, DataVersion
+from rmqtool.store.jsonconfig import Bean, ConfigManager, DataVersion, EntryCache
 
 # PermName
 PERM_PRIORITY = 0x8
@@ -112,11 +112,13 @@ class TopicConfigManager(ConfigManager):
     """`TopicConfigManager`: topic table + data version, persisted as `TopicConfigSerializeWrapper`."""
 
     file_name = "topics.json"
+    durable_answer = True  # persisted in the request, as Java's manager is: the answer follows the write
 
     def __init__(self, config_dir: Path, *, cluster: str = "DefaultCluster", broker_name: str = "broker-a",
                  default_topic_queue_nums: int = 4, auto_create_topic_enable: bool = True,
                  timer_wheel_enable: bool = True, clock: Callable[[], int] | None = None) -> None:
         super().__init__(config_dir)
+        self._texts = EntryCache()  # the table's entries as written last time
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.default_topic_queue_nums = default_topic_queue_nums
         self.auto_create_topic_enable = auto_create_topic_enable
@@ -132,7 +134,7 @@ class TopicConfigManager(ConfigManager):
     def encode(self) -> Any:
         names = hashmap_order(list(self.table), _TABLE_BUCKETS)
         return Bean(dataVersion=self.data_version.to_bean(),
-                    topicConfigTable={n: self.table[n].to_bean() for n in names})
+                    topicConfigTable=self._texts.render({n: self.table[n].to_bean() for n in names}, 2))
 
     def decode(self, data: Any) -> None:
         for name, tc in (data.get("topicConfigTable") or {}).items():

@@ -127,3 +127,30 @@ def test_delay_offset_writer_of_the_schedule_service_matches_fastjson():
     schedule = pytest.importorskip("rmqtool.store.schedule")
     dv = schedule.DataVersion(counter=0, state_version=0, timestamp=TS)
     assert schedule.encode_delay_offset({1: 3, 2: 0, 3: 12}, dv) == golden("delayOffset")
+
+
+def test_group_and_topic_files_reuse_unchanged_entries_and_write_changed_ones(tmp_path):
+    from rmqtool.store.jsonconfig import dumps
+    from rmqtool.store.subscriptions import SubscriptionGroupManager
+    from rmqtool.store.topics import TopicConfig, TopicConfigManager
+
+    groups, topics = SubscriptionGroupManager(tmp_path), TopicConfigManager(tmp_path)
+    for i in range(50):
+        groups.find(f"g{i}", persist=False)
+        topics.table[f"t{i}"] = TopicConfig(f"t{i}", 2, 2, 6)
+
+    def uncached(m, table_key):
+        whole = m.encode()
+        whole[table_key] = {n: m.table[n].to_bean() for n in whole[table_key]}
+        return dumps(whole)
+
+    assert groups.to_text() == uncached(groups, "subscriptionGroupTable")
+    assert topics.to_text() == uncached(topics, "topicConfigTable")
+    groups.table["g3"].retry_max_times = 3  # changed in place: the cached text must not be reused
+    groups.table["g4"].attributes["k"] = "v"
+    topics.table["t5"].perm = 4
+    del groups.table["g6"]
+    text = groups.to_text()
+    assert text == uncached(groups, "subscriptionGroupTable") and '"g6"' not in text
+    assert '"retryMaxTimes":3' in text and '"k":"v"' in text
+    assert topics.to_text() == uncached(topics, "topicConfigTable")

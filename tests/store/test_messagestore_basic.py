@@ -61,18 +61,67 @@ def test_records_never_straddle_files_and_files_end_with_a_blank(store_dir, cfg)
         assert [m.body for m in got.messages] == [make_msg(i, body_size=1000).body for i in range(200)]
 
 
-def test_commitlog_files_are_created_with_their_blocks_reserved(store_dir, cfg):
-    """A hole in a mapped file would be SIGBUS on a full disk: every block is allocated up front."""
-    big = dict(cfg.__dict__)
-    big["mapped_file_size_commit_log"] = 64 * 1024 * 1024
+def test_a_new_store_reserves_chunks_ahead_of_its_writes_not_whole_files(store_dir):
+    """Files keep Java's full sizes, but only blocks near the write positions are allocated."""
     from rmqtool.store.config import StoreConfig
+    from rmqtool.store.index import INDEX_RESERVE_AHEAD
+    from rmqtool.store.mappedfile import CQ_RESERVE_AHEAD, RESERVE_AHEAD
 
-    with MessageStore.open(store_dir, StoreConfig(**big)) as store:
-        store.put_message(make_msg(1))
-    f = next((store_dir / "commitlog").iterdir())
-    st = f.stat()
-    assert st.st_size == 64 * 1024 * 1024
-    assert st.st_blocks * 512 >= 64 * 1024 * 1024
+    with MessageStore.open(store_dir, StoreConfig()) as store:
+        for i in range(10):
+            assert store.put_message(make_msg(i)).ok
+    cl = next((store_dir / "commitlog").iterdir())
+    cq = next((store_dir / "consumequeue" / "TopicTest" / "0").iterdir())
+    index = next((store_dir / "index").iterdir())
+    sizes = {p: (p.stat().st_size, p.stat().st_blocks * 512) for p in (cl, cq, index)}
+    assert sizes[cl][0] == 1 << 30 and sizes[cq][0] == 6_000_000 and sizes[index][0] == 420_000_040
+    assert RESERVE_AHEAD <= sizes[cl][1] <= RESERVE_AHEAD + (1 << 20)
+    assert CQ_RESERVE_AHEAD <= sizes[cq][1] <= CQ_RESERVE_AHEAD + (1 << 20)
+    slots = 40 + 5_000_000 * 4
+    assert slots + INDEX_RESERVE_AHEAD <= sizes[index][1] <= slots + INDEX_RESERVE_AHEAD + (1 << 20)
+    assert sum(b for _s, b in sizes.values()) < 80 << 20  # was 1.45 GB with whole files reserved
+
+
+def test_a_write_past_the_reserved_chunk_reserves_the_next_one_first(store_dir, monkeypatch):
+    import errno
+    import os
+
+    from rmqtool.store import mappedfile
+    from rmqtool.store.config import StoreConfig
+    from rmqtool.store.messagestore import PutMessageStatus
+
+    monkeypatch.setattr(mappedfile, "RESERVE_AHEAD", 256 << 10)
+    cfg = StoreConfig(mapped_file_size_commit_log=8 << 20)
+    with MessageStore.open(store_dir, cfg) as store:
+        mf = store.commitlog.mfq
+        assert store.put_message(make_msg(0, body_size=1000)).ok
+        last = mf.last
+        assert last.reserved_until == 256 << 10
+        n = 1
+        while last.wrote_position + 2 * 1200 < last.reserved_until:  # fill the first chunk
+            assert store.put_message(make_msg(n, body_size=1000)).ok
+            n += 1
+        fd_blocks = os.fstat(last.fd).st_blocks * 512
+        real = os.posix_fallocate
+
+        def enospc(fd, offset, length):
+            if fd == last.fd:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real(fd, offset, length)
+
+        monkeypatch.setattr(os, "posix_fallocate", enospc)
+        end = store.commitlog.max_offset
+        r = store.put_messages([make_msg(n + i, body_size=1000) for i in range(3)])  # crosses the chunk end
+        assert {x.status for x in r} == {PutMessageStatus.CREATE_MAPPED_FILE_FAILED}
+        assert store.commitlog.max_offset == end and last.reserved_until == 256 << 10  # nothing written
+        monkeypatch.setattr(os, "posix_fallocate", real)
+        assert store.put_messages([make_msg(n + i, body_size=1000) for i in range(3)])[0].ok
+        assert last.reserved_until >= last.wrote_position + (256 << 10)
+        assert os.fstat(last.fd).st_blocks * 512 >= max(fd_blocks, last.reserved_until)
+        total = n + 3
+    with MessageStore.open(store_dir, cfg) as again:
+        got = again.get_message("TopicTest", 0, 0, 1000, max_bytes=1 << 30)
+        assert [m.body for m in got.messages] == [make_msg(i, body_size=1000).body for i in range(total)]
 
 
 def test_reopen_continues_queue_offsets(store_dir, cfg):

@@ -165,3 +165,26 @@ def test_roll_window_and_roll_target():
     # beyond by less than window/3 (33 slots): half the window, leaving room for the next roll
     assert roll_target(now + 120_000, now, w, p) == (now + 50_000, True)
     assert roll_target(now + 100_000, now, w, p) == (now + 50_000, True)
+
+
+def test_timerlog_files_are_full_size_with_blocks_reserved_a_chunk_ahead(tmp_path, monkeypatch):
+    import os
+
+    from rmqtool.store.timer import timerlog
+
+    monkeypatch.setattr(timerlog, "TIMERLOG_RESERVE_AHEAD", 64 << 10)
+    log = TimerLog(tmp_path / "timerlog", 4 << 20)
+    log.load()
+    log.append(pack_unit(-1, 1, 1000, 5000, 4096, 300, 123))
+    f = log.files[-1]
+    st = os.fstat(f.fd)
+    assert st.st_size == 4 << 20 and st.st_blocks * 512 == 64 << 10 == f.reserved
+    for i in range(2000):  # 104 KB of units: past the first chunk
+        log.append(pack_unit(-1, 1, 1000, 5000, 4096 + i, 300, 123))
+    assert f.reserved > log.wrote_position > 64 << 10  # reserved again before the write that needed it
+    assert os.fstat(f.fd).st_blocks * 512 >= f.reserved
+    log.close()
+    again = TimerLog(tmp_path / "timerlog", 4 << 20)
+    again.load()
+    assert again.files[-1].reserved == 0  # not known after a reopen: the next write reserves from the start
+    again.close()

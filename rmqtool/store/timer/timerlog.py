@@ -6,6 +6,8 @@ would leave fewer than 16 bytes at the end of a file is preceded by a 16-byte bl
 
 Units are written with `os.pwrite` rather than through a mapping, so a SIGKILL never loses an
 appended unit (it sits in the page cache) and the process does not keep the whole log resident.
+Files are full-size; their blocks are reserved in chunks ahead of the writes (`_write`), so a full
+disk is a DiskFull before a unit is taken.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import BLANK_MAGIC_CODE, TIMERLOG_BLANK_SIZE, TIMERLOG_UNIT_SIZE
 from rmqtool.layouts.timer import TIMERLOG_UNIT
-from rmqtool.store.diskspace import create_reserved, reserve_blocks
+from rmqtool.store.diskspace import create_reserved, reserve_ahead_of
 from rmqtool.store.mappedfile import load_listing
 
 UNIT_PRE_SIZE_FOR_MSG = 28  # offsetPy sits at unit + 28
@@ -75,13 +77,17 @@ def pack_unit(prev_pos: int, magic: int, curr_write_time: int, delay_time: int, 
                               size_py, topic_hash, 0)
 
 
-class _File:
-    __slots__ = ("from_offset", "path", "fd")
+TIMERLOG_RESERVE_AHEAD = 4 << 20  # blocks reserved past each write (80,659 units), as MappedFile does
 
-    def __init__(self, from_offset: int, path: Path, fd: int) -> None:
+
+class _File:
+    __slots__ = ("from_offset", "path", "fd", "reserved")
+
+    def __init__(self, from_offset: int, path: Path, fd: int, reserved: int = 0) -> None:
         self.from_offset = from_offset
         self.path = path
         self.fd = fd
+        self.reserved = reserved  # bytes from the start with their blocks allocated (0: not known)
 
 
 class TimerLog:
@@ -113,16 +119,8 @@ class TimerLog:
         for path in load_listing(self.directory, self.file_size, read_only=self.read_only,
                                  label=lambda p: f"timerlog file {p.name}"):
             fd = os.open(path, os.O_RDONLY if self.read_only else os.O_RDWR)
+            # appends going on in the last file reserve its blocks from its start first (`_write`)
             self.files.append(_File(int(path.name), path, fd))
-        if self.files and not self.read_only:  # appends go on in the last file: no hole may be left in it
-            last = self.files[-1]
-            try:
-                reserve_blocks(last.fd, self.file_size, f"timerlog/{last.path.name}")
-            except BaseException:
-                for f in self.files:
-                    os.close(f.fd)
-                self.files.clear()
-                raise
         # After loading every file counts as full; recovery sets the real end.
         self.wrote_position = self.files[-1].from_offset + self.file_size if self.files else 0
         self.flushed_where = self.wrote_position
@@ -158,8 +156,9 @@ class TimerLog:
     # -- writing -------------------------------------------------------------------------------
     def _new_file(self, from_offset: int) -> _File:
         path = self.directory / offset_to_file_name(from_offset)
-        fd = create_reserved(path, self.file_size, f"timerlog/{path.name}", exclusive=False)
-        f = _File(from_offset, path, fd)
+        first = min(self.file_size, TIMERLOG_RESERVE_AHEAD)
+        fd = create_reserved(path, self.file_size, f"timerlog/{path.name}", exclusive=False, reserve=first)
+        f = _File(from_offset, path, fd, first)
         self.files.append(f)
         return f
 
@@ -189,6 +188,10 @@ class TimerLog:
         return pos
 
     def _write(self, f: _File, data: bytes, in_file: int) -> None:
+        end = in_file + len(data)
+        if end > f.reserved:  # DiskFull here, before the unit is taken (or written), on a full disk
+            f.reserved = reserve_ahead_of(f.fd, f.reserved, end, TIMERLOG_RESERVE_AHEAD, self.file_size,
+                                          f"timerlog/{f.path.name}")
         batch = self._batch
         if batch is None:
             os.pwrite(f.fd, data, in_file)
