@@ -16,6 +16,7 @@ import pytest
 
 from tests.proxy import test_sdk_consumer as consumer_suite
 from tests.proxy import test_sdk_producer as producer_suite
+from tests.proxy import test_sdk_recall as recall_suite
 from tests.proxy import test_status as status_suite
 from tests.proxy.conftest import Stub
 
@@ -118,6 +119,14 @@ def test_sdk_tag_filter(target):
 
 def test_sdk_push_consumer(target):
     consumer_suite.test_push_consumer_gets_every_message(target)
+
+
+def test_sdk_recall(target):
+    recall_suite.test_recalled_delay_message_is_never_delivered(target)
+
+
+def test_recall_refusals(target):
+    recall_suite.test_recall_refusals(target)
 
 
 # --- statuses, raw stub ------------------------------------------------------------------------
@@ -310,6 +319,76 @@ def test_node_sdk_simple_consumer(target, tmp_path):
         assert (v["body"], v["tag"], v["keys"], v["attempt"]) == (f"m{i}", "TagA", [f"key{i}"], 1)
     (again,) = [o for o in out if "redelivered" in o]
     assert again == {"redelivered": views[-1]["id"], "attempt": 2}
+
+
+def test_node_sdk_fifo(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic = unique("NF")
+    create_topic(target, topic, 4, "FIFO")
+    receipts = node_sdk(tmp_path, "fifo", target.grpc, topic, "6")
+    assert len(receipts) == 6
+    for g in (0, 1):
+        assert len({r["queue"] for r in receipts if r["i"] % 2 == g}) == 1, receipts
+    got = producer_suite.wait_for(lambda: (lambda ms: ms if len(ms) == 6 else None)(
+        producer_suite.pull_all(target.broker, topic, 4)), timeout=30)
+    assert got and {m.properties["UNIQ_KEY"] for m in got} == {r["id"] for r in receipts}
+    queue_of = {r["id"]: r["queue"] for r in receipts}
+    for m in got:
+        i = int(m.properties["seq"])
+        assert (m.body, m.tags, m.keys, m.properties["__SHARDINGKEY"]) == (f"fifo {i}".encode(), "TagF", f"kf{i}", f"g{i % 2}")
+        assert m.queue_id == queue_of[m.properties["UNIQ_KEY"]]
+    for g in ("g0", "g1"):  # one queue per group, in send order
+        seqs = [int(m.properties["seq"]) for m in sorted(got, key=lambda m: m.queue_offset)
+                if m.properties["__SHARDINGKEY"] == g]
+        assert seqs == sorted(seqs)
+
+
+def test_node_sdk_transaction_check_back(target, tmp_path):
+    from tests.proxy.conftest import create_topic, unique
+
+    topic = unique("NT")
+    create_topic(target, topic, 1, "TRANSACTION")
+    out = node_sdk(tmp_path, "transaction", target.grpc, topic, timeout=180)
+    assert "checked" in out[-1]["checked"]
+    want = {b"committed", b"checked"}
+    got = producer_suite.wait_for(lambda: (lambda ms: ms if {m.body for m in ms} >= want else None)(
+        producer_suite.pull_all(target.broker, topic, 1)), timeout=30)
+    # at least once (both brokers): with transactionTimeOut=1000 a check may race the client's
+    # own commit and commit a message twice; a rolled back one never arrives
+    assert got and {m.body for m in got} == want, [m.body for m in got]
+
+
+def test_node_sdk_push_consumer(target, tmp_path):
+    """The Node SDK's PushConsumer (1.0.8 has one): every message once acked; the one whose first
+    delivery failed comes back as attempt 2."""
+    from tests.proxy.conftest import create_topic, unique
+
+    topic, group = unique("NP"), unique("NPG")
+    create_topic(target, topic, 2)
+    consumer_suite.send_sdk(target, topic, [f"push {i}".encode() for i in range(5)])
+    (res,) = node_sdk(tmp_path, "push", target.grpc, topic, group, "5", timeout=180)
+    assert res["bodies"] == [f"push {i}" for i in range(5)]
+    assert sorted(res["attempts"].values()) == [1, 1, 1, 1, 2], res
+
+
+def test_node_sdk_recall(target, tmp_path):
+    """The Node SDK's Producer.recallMessage (1.0.8): recalled twice (both times before the
+    delivery time, so both are taken), a handle that does not decode refused by the proxy."""
+    from tests.proxy.conftest import create_topic, unique
+
+    topic = unique("NR")
+    create_topic(target, topic, 1, "DELAY")
+    recall_suite.set_recall(target, True)
+    out = node_sdk(tmp_path, "recall", target.grpc, topic)
+    sent, recalled, again, bad = out
+    assert recall_suite.handle_fields(sent["handle"])[1:5:3] == [topic, sent["sent"]]
+    assert recalled == {"recalled": {"ok": sent["sent"]}} and again == {"again": {"ok": sent["sent"]}}
+    assert "recall handle is invalid" in bad["bad"]["error"] and "50001" in bad["bad"]["error"]
+    kept = producer_suite.wait_for(lambda: producer_suite.pull_all(target.broker, topic, 1), timeout=30)
+    assert [m.body for m in kept] == [b"keep me"]
+    time.sleep(9)  # past the recalled message's delivery time (8 s after its send)
+    assert [m.body for m in producer_suite.pull_all(target.broker, topic, 1)] == [b"keep me"]
 
 
 def test_java_sdk_answers_thread_stack_and_verify_through_serve(rmqtool_grpc, tmp_path):
