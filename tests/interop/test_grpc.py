@@ -46,7 +46,10 @@ def apache_grpc(apache_broker, tmp_path_factory):
     conf = root / "rmq-proxy.json"
     conf.write_text(json.dumps({"rocketMQClusterName": "DefaultCluster", "namesrvAddr": apache_broker.namesrv,
                                 "grpcServerPort": grpc_port, "remotingListenPort": free_port(),
-                                "proxyMode": "cluster"}))
+                                "proxyMode": "cluster",
+                                # the proxy tells the broker its transactional producers every 20 s by
+                                # default: the test broker's 15 checks 1 s apart would all find no channel
+                                "transactionHeartbeatPeriodSecond": 1}))
     log = open(root / "proxy.log", "wb")  # noqa: SIM115 - lives as long as the process
     proc = subprocess.Popen(["java", "-Xmx256m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                              "-Djava.net.preferIPv4Stack=true", f"-Duser.home={root / 'home'}", *JAVA_OPENS,
