@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.proxy import test_sdk_consumer as consumer_suite
+from tests.proxy import test_sdk_dlq as dlq_suite
 from tests.proxy import test_sdk_producer as producer_suite
 from tests.proxy import test_sdk_recall as recall_suite
 from tests.proxy import test_status as status_suite
@@ -122,6 +123,18 @@ def test_sdk_tag_filter(target):
 
 def test_sdk_push_consumer(target):
     consumer_suite.test_push_consumer_gets_every_message(target)
+
+
+def test_sdk_dlq_push(target):
+    dlq_suite.test_push_consumer_forwards_to_dlq_after_max_attempts(target)
+
+
+def test_sdk_dlq_simple(target):
+    dlq_suite.test_simple_consumer_message_past_max_attempts_goes_to_dlq(target)
+
+
+def test_relay_refuses_an_unknown_client(target):
+    status_suite.test_consumer_relay_refuses_an_unknown_client(target)
 
 
 def test_sdk_recall(target):
@@ -397,7 +410,13 @@ def test_node_sdk_recall(target, tmp_path):
 def test_java_sdk_answers_thread_stack_and_verify_through_serve(rmqtool_grpc, tmp_path):
     """mqadmin's consumerStatus -s and consumeMessage, as remoting requests to serve's broker:
     GET_CONSUMER_RUNNING_INFO (jstack) and CONSUME_MESSAGE_DIRECTLY reach a Java 5.x push consumer
-    over its Telemetry stream and come back with its answers."""
+    over its Telemetry stream and come back with its answers.
+
+    Serve only: serve is a broker with the proxy inside (Apache's local mode), where the broker's
+    consumer table holds the gRPC clients. Apache's proxy in cluster mode (the reference here)
+    tells its broker about transactional producers only (ClusterTransactionService), and its
+    remoting port does not serve GET_CONSUMER_RUNNING_INFO: its broker has no consumer to relay to
+    (GET_CONSUMER_LIST_BY_GROUP stays empty), which the unknown-client test below shows alike."""
     from tests.broker.conftest import Wire, props, send_ext
     from tests.proxy.conftest import create_topic, unique, wait_for
 
