@@ -21,12 +21,13 @@ from tests.proxy import test_sdk_recall as recall_suite
 from tests.proxy import test_status as status_suite
 from tests.proxy.conftest import Stub
 
-from .conftest import free_port, start_rmqtool_serve, stop_rmqtool_serve, wait_port
-from .harness import JAVA_OPENS
+from .conftest import free_port, start_apache, start_rmqtool_serve, stop_rmqtool_serve, wait_port
+from .harness import APACHE_SECOND_VERSION, JAVA_OPENS, java_classpath
 
 pytestmark = pytest.mark.interop
 SDK5 = Path(__file__).parent / "sdk5" / "target"  # built by .ci/steps/12-sdk5-proxy.sh
 PROXY_CP = SDK5 / "proxy-classpath.txt"
+PROXY_LATEST_CP = SDK5 / "proxy-latest-classpath.txt"
 
 
 @dataclass
@@ -37,15 +38,11 @@ class GrpcTarget:
     namesrv: str
 
 
-@pytest.fixture(scope="session")
-def apache_grpc(apache_broker, tmp_path_factory):
-    """ProxyStartup -pm cluster with the Apache broker's name server."""
-    if not PROXY_CP.is_file():
-        pytest.skip("Apache's proxy not built (run .ci/steps/12-sdk5-proxy.sh; needs Maven Central)")
-    root = tmp_path_factory.mktemp("apache-proxy")
+def start_proxy(root: Path, namesrv: str, classpath: Path) -> tuple[subprocess.Popen, str]:
+    """ProxyStartup -pm cluster in front of the brokers of `namesrv`; (process, gRPC address)."""
     grpc_port = free_port()
     conf = root / "rmq-proxy.json"
-    conf.write_text(json.dumps({"rocketMQClusterName": "DefaultCluster", "namesrvAddr": apache_broker.namesrv,
+    conf.write_text(json.dumps({"rocketMQClusterName": "DefaultCluster", "namesrvAddr": namesrv,
                                 "grpcServerPort": grpc_port, "remotingListenPort": free_port(),
                                 "proxyMode": "cluster",
                                 # the proxy tells the broker its transactional producers every 20 s by
@@ -54,7 +51,7 @@ def apache_grpc(apache_broker, tmp_path_factory):
     log = open(root / "proxy.log", "wb")  # noqa: SIM115 - lives as long as the process
     proc = subprocess.Popen(["java", "-Xmx256m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                              "-Djava.net.preferIPv4Stack=true", f"-Duser.home={root / 'home'}", *JAVA_OPENS,
-                             "-cp", PROXY_CP.read_text().strip(), "org.apache.rocketmq.proxy.ProxyStartup",
+                             "-cp", classpath.read_text().strip(), "org.apache.rocketmq.proxy.ProxyStartup",
                              "-pc", str(conf), "-pm", "cluster"],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
     try:
@@ -62,9 +59,37 @@ def apache_grpc(apache_broker, tmp_path_factory):
     except TimeoutError:
         proc.kill()
         raise RuntimeError(f"Apache's proxy did not start: {(root / 'proxy.log').read_text()[-2000:]}") from None
-    yield GrpcTarget("apache", f"127.0.0.1:{grpc_port}", apache_broker.broker, apache_broker.namesrv)
+    return proc, f"127.0.0.1:{grpc_port}"
+
+
+@pytest.fixture(scope="session")
+def apache_grpc(apache_broker, tmp_path_factory):
+    """ProxyStartup -pm cluster with the Apache broker's name server."""
+    if not PROXY_CP.is_file():
+        pytest.skip("Apache's proxy not built (run .ci/steps/12-sdk5-proxy.sh; needs Maven Central)")
+    proc, grpc = start_proxy(tmp_path_factory.mktemp("apache-proxy"), apache_broker.namesrv, PROXY_CP)
+    yield GrpcTarget("apache", grpc, apache_broker.broker, apache_broker.namesrv)
     proc.kill()
     proc.wait()
+
+
+@pytest.fixture(scope="module")
+def apache55_grpc(tmp_path_factory):
+    """The newest Apache served whole (5.5.0): its broker and its proxy, for RecallMessage."""
+    if java_classpath(APACHE_SECOND_VERSION) is None or not PROXY_LATEST_CP.is_file():
+        pytest.skip(f"Apache {APACHE_SECOND_VERSION} not built (run .ci/steps/10-interop.sh and 12-sdk5-proxy.sh)")
+    root = tmp_path_factory.mktemp("apache55")
+    b = start_apache(root / "broker", version=APACHE_SECOND_VERSION)
+    try:
+        proc, grpc = start_proxy(root, b.namesrv, PROXY_LATEST_CP)
+    except RuntimeError:
+        b.proc.kill()
+        raise
+    yield GrpcTarget("apache-5.5.0", grpc, b.broker, b.namesrv)
+    proc.kill()
+    b.proc.kill()
+    proc.wait()
+    b.proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -143,6 +168,13 @@ def test_sdk_recall(target):
 
 def test_recall_refusals(target):
     recall_suite.test_recall_refusals(target)
+
+
+@pytest.mark.slow
+def test_recall_on_apache_5_5(apache55_grpc):
+    """The same recall suites against Apache 5.5.0's proxy + broker (5.3.3 has RecallMessage too)."""
+    recall_suite.test_recalled_delay_message_is_never_delivered(apache55_grpc)
+    recall_suite.test_recall_refusals(apache55_grpc)
 
 
 # --- statuses, raw stub ------------------------------------------------------------------------
