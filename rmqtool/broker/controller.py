@@ -32,6 +32,7 @@ from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.notify import CACHED_WINDOW_S, REAL_TIME_WINDOW_S, ConsumerIdsChangeNotifier
 from rmqtool.broker.pop import PopProcessor, PopService
 from rmqtool.broker.pull import PullProcessor
+from rmqtool.broker.recall import RecallProcessor
 from rmqtool.broker.registration import BrokerIdentity, NameServerRegistrar
 from rmqtool.broker.relay import ConsumerRelayProcessor
 from rmqtool.broker.roles import RoleProcessor
@@ -56,7 +57,7 @@ Processor = Callable[[RemotingCommand, Connection], Awaitable[RemotingCommand | 
 
 
 class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, AdminProcessor, TransactionProcessor,
-                       RoleProcessor):
+                       RecallProcessor, RoleProcessor):
     """One broker (a master, or a slave: brokerRole, cluster.py) over a LocalBroker, answering remoting requests."""
 
     def __init__(self, local: Any, advertised: Host, *, routes: RouteInfoManager | None = None,
@@ -141,6 +142,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.process_consumer_connection_list,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.process_broker_runtime_info,
             RequestCode.END_TRANSACTION: self.process_end_transaction,
+            RequestCode.RECALL_MESSAGE: self.process_recall_message,
         }
         self.handlers.update(self.cluster_handlers())
         self.pop = PopService(self)  # POP consumption (broker/pop), also the gRPC front's API

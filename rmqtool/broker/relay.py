@@ -20,6 +20,10 @@ V3_1_8_SNAPSHOT = 77  # MQVersion.Version ordinal: older clients cannot answer
 CALL_CLIENT_TIMEOUT_S = 10.0  # Broker2Client.callClient
 
 
+# RemotingHelper.exceptionSimpleDesc of what decodeMessageId throws for an id too short (JDK 17)
+DECODE_MSG_ID_FAILED = "java.nio.BufferUnderflowException, java.base/java.nio.HeapByteBuffer.get(HeapByteBuffer.java:183)"
+
+
 class ConsumerRelayProcessor:
     def __init__(self, controller: Any) -> None:
         self.controller = controller
@@ -47,8 +51,8 @@ class ConsumerRelayProcessor:
         body = cmd.body
         try:
             offset = decode_offset_msg_id(ext.get("msgId", "")).commit_log_offset
-        except ValueError:
-            offset = -1
+        except ValueError:  # MessageDecoder.decodeMessageId reads past its few bytes; the request fails
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark=DECODE_MSG_ID_FAILED)
         if offset >= 0:
             from rmqtool.broker.admin.queries import _record_bytes
 

@@ -13,6 +13,7 @@ import random
 import struct
 from typing import Any
 
+from rmqtool.broker.recall import recall_handle_of
 from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
@@ -137,7 +138,12 @@ class SendProcessor:
         def done(result: Any) -> RemotingCommand:
             self.stats["put"] += 1
             self.count_put(topic, 1)
-            return self._send_response(cmd, result, queue_id, props.get(P.UNIQ_KEY))
+            r = self._send_response(cmd, result, queue_id, props.get(P.UNIQ_KEY))
+            if r.code == ResponseCode.SUCCESS and P.TIMER_OUT_MS in msg.properties:
+                handle = recall_handle_of(msg, self.broker_name)  # the put hook parked it on the timer wheel
+                if handle is not None:
+                    r.ext_fields["recallHandle"] = handle
+            return r
 
         if props.get(P.TRAN_MSG) == "true":
             return self.call_store(self.put_half_message, (msg, h.producerGroup), done)

@@ -6,7 +6,10 @@ The names are ProxyConfig's; serve reads them from the same properties file as t
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, fields
+
+from rmqtool.store.config import java_property_name, property_value
 
 
 @dataclass
@@ -41,20 +44,13 @@ class ProxyConfig:
 
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> ProxyConfig:
-        """Fields from camelCase property names (`maxMessageSize`); bad values keep the default."""
+        """Fields from camelCase property names (`maxMessageSize`) as the store config reads them;
+        a number that does not parse keeps the default (the proxy does not refuse to start)."""
         cfg = cls()
         for f in fields(cls):
-            head, *rest = f.name.split("_")
-            key = head + "".join(w.capitalize() for w in rest)
-            raw = props.get(key)
+            raw = props.get(java_property_name(f.name))
             if raw is None:
                 continue
-            raw = raw.strip()
-            if f.type in ("bool", bool):
-                setattr(cfg, f.name, raw.lower() == "true")
-            else:
-                try:
-                    setattr(cfg, f.name, int(raw))
-                except ValueError:
-                    pass
+            with contextlib.suppress(ValueError):
+                setattr(cfg, f.name, property_value(f.type, raw))
         return cfg

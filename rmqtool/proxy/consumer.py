@@ -17,16 +17,23 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
 from rmqtool.layouts.message import decode_record
-from rmqtool.layouts.pop import real_topic
 from rmqtool.proxy.context import ProxyContext, ProxyCore
 from rmqtool.proxy.convert import POP_CK, build_message, duration_ms, timestamp_of
+from rmqtool.proxy.handle import ReceiptHandle
 from rmqtool.proxy.pb import definition as d
 from rmqtool.proxy.pb import service as s
-from rmqtool.proxy.status import Code, ProxyError, code_of_remoting, ok, proxy_exception, status
+from rmqtool.proxy.status import (
+    Code,
+    ProxyError,
+    code_of_remoting,
+    code_of_remoting_plain,
+    ok,
+    proxy_exception,
+    status,
+)
 from rmqtool.proxy.validate import validate_consumer_group, validate_invisible_time, validate_topic
 from rmqtool.remoting.bodies import SubscriptionData
 from rmqtool.remoting.codes import RequestCode, ResponseCode
@@ -38,46 +45,6 @@ MAX_MSG_NUMS_FOR_POP_REQUEST = 32  # ProxyUtils
 ILLEGAL_POLLING_TIME_INTRODUCED_CLIENT_VERSION = "5.0.3"
 CONSUME_INIT_MODE_MAX = 1  # ConsumeInitMode.MAX, what the proxy pops with
 NACK_INVISIBLE_TIME = 1000  # ReceiveMessageResponseStreamWriter: a message that could not be written
-
-
-@dataclass
-class ReceiptHandle:
-    """`ReceiptHandle.decode`: eight extraInfo fields, then the CommitLog offset (-1 without)."""
-
-    start_offset: int
-    retrieve_time: int
-    invisible_time: int
-    revive_queue_id: int
-    topic_type: str
-    broker_name: str
-    queue_id: int
-    offset: int
-    commit_log_offset: int
-    text: str
-
-    @classmethod
-    def decode(cls, text: str) -> ReceiptHandle:
-        parts = text.split(" ")
-        if len(parts) < 8:  # ExceptionUtils.getErrorDetailMessage of Java 5.3.3's IllegalArgumentException
-            raise ProxyError(Code.INTERNAL_SERVER_ERROR,
-                             f"Parse failed, dataList size {len(parts)}. IllegalArgumentException. "
-                             "org.apache.rocketmq.common.consumer.ReceiptHandle.decode(ReceiptHandle.java:56)")
-        try:
-            clo = int(parts[8]) if len(parts) >= 9 else -1
-            return cls(int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5],
-                       int(parts[6]), int(parts[7]), clo, text)
-        except ValueError as e:
-            raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"NumberFormatException: {e}") from None
-
-    @property
-    def expired(self) -> bool:
-        return self.retrieve_time + self.invisible_time <= int(time.time() * 1000)
-
-    def real_topic(self, topic: str, group: str) -> str:
-        try:
-            return real_topic(topic, group, self.topic_type)
-        except ValueError as e:
-            raise ProxyError(Code.INTERNAL_SERVER_ERROR, str(e)) from None
 
 
 def _validate_handle(h: ReceiptHandle) -> None:
@@ -296,13 +263,6 @@ class ConsumerActivity:
         r = await self._forward(ctx, h, req.message_id, req.group.name, req.topic.name)
         remark = r.remark if r.remark is not None else str(r.code)
         return s.ForwardMessageToDeadLetterQueueResponse(status=status(code_of_remoting_plain(r.code), remark))
-
-
-def code_of_remoting_plain(response_code: int) -> int:
-    """`ResponseBuilder.buildStatus(int, String)`: buildCode only (no topic-not-exist special)."""
-    from rmqtool.proxy.status import _REMOTING_TO_CODE
-
-    return _REMOTING_TO_CODE.get(response_code, Code.INTERNAL_SERVER_ERROR)
 
 
 def _combined(entries: list[Any], empty: str) -> Any:

@@ -127,7 +127,8 @@ class ProducerActivity:
         else:
             offset = int(r.ext_fields.get("queueOffset", "0") or 0)
             tid = r.ext_fields.get("transactionId") or uniq
-            entry = s.SendResultEntry(status=ok(), offset=offset, message_id=uniq, transaction_id=tid)
+            entry = s.SendResultEntry(status=ok(), offset=offset, message_id=uniq, transaction_id=tid,
+                                      recall_handle=r.ext_fields.get("recallHandle") or "")
             if sys_flag & TRANSACTION_PREPARED_TYPE and tid:
                 try:
                     clo = decode_offset_msg_id(r.ext_fields.get("msgId", "").split(",")[0]).commit_log_offset

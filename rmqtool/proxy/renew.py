@@ -18,6 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rmqtool.proxy.handle import ReceiptHandle
+from rmqtool.proxy.settings import DEFAULT_CUSTOMIZED_NEXT_MS
+
 log = logging.getLogger("rmqtool.proxy")
 RENEW_NEXT_MS = (60_000, 180_000, 300_000, 600_000, 1_800_000, 3_600_000)  # RenewStrategyPolicy.next
 
@@ -81,8 +84,6 @@ class ReceiptHandleManager:
 
     async def scan(self, now_ms: int | None = None) -> int:
         """`scheduleRenewTask`: renew what is about to become visible; returns how many were."""
-        from rmqtool.proxy.consumer import ReceiptHandle
-
         cfg = self.core.config
         renewed = 0
         for key in list(self.groups):
@@ -116,21 +117,17 @@ class ReceiptHandleManager:
 
     async def _clear(self, key: tuple[str, str]) -> None:
         """`clearGroup`: the client is gone; its messages come back soon."""
-        from rmqtool.proxy.consumer import ReceiptHandle
-
         for h in self.groups.pop(key, {}).values():
             with contextlib.suppress(Exception):
                 await self._change(h, ReceiptHandle.decode(h.current), self.core.config.invisible_time_millis_when_clear)
 
     def _retry_delay_ms(self, h: MessageReceiptHandle) -> int:
-        from rmqtool.proxy.settings import DEFAULT_CUSTOMIZED_NEXT_MS
-
         group = self.core.group_config(h.group)
         policy = dict(getattr(group, "group_retry_policy", None) or {})
         nxt = (policy.get("customizedRetryPolicy") or {}).get("next") or DEFAULT_CUSTOMIZED_NEXT_MS
         return int(nxt[min(h.reconsume_times, len(nxt) - 1)])
 
-    async def _change(self, h: MessageReceiptHandle, rh: Any, invisible_ms: int) -> str | None:
+    async def _change(self, h: MessageReceiptHandle, rh: ReceiptHandle, invisible_ms: int) -> str | None:
         pop = getattr(self.core.controller, "pop", None)
         if pop is None:
             return None

@@ -25,7 +25,7 @@ _UNARY = {
     "QueryAssignment": s.QueryAssignmentRequest, "AckMessage": s.AckMessageRequest,
     "ForwardMessageToDeadLetterQueue": s.ForwardMessageToDeadLetterQueueRequest,
     "EndTransaction": s.EndTransactionRequest, "NotifyClientTermination": s.NotifyClientTerminationRequest,
-    "ChangeInvisibleDuration": s.ChangeInvisibleDurationRequest,
+    "ChangeInvisibleDuration": s.ChangeInvisibleDurationRequest, "RecallMessage": s.RecallMessageRequest,
 }
 
 
@@ -46,7 +46,7 @@ def _serialize(message: Any) -> bytes:
 
 def method_handlers(servicer: MessagingService) -> Any:
     """The service's handlers (the generated `add_..._to_server` minus its raising parser). The
-    RPCs not here (PullMessage, offsets, RecallMessage, lite topics) answer UNIMPLEMENTED."""
+    RPCs not here (PullMessage, offsets, lite topics) answer UNIMPLEMENTED."""
     handlers = {name: grpc.unary_unary_rpc_method_handler(getattr(servicer, name), _deserializer(cls), _serialize)
                 for name, cls in _UNARY.items()}
     handlers["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(

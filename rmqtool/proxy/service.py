@@ -21,6 +21,7 @@ from rmqtool.proxy.consumer import ConsumerActivity
 from rmqtool.proxy.context import ProxyContext, ProxyCore
 from rmqtool.proxy.pb import service as s
 from rmqtool.proxy.producer import ProducerActivity
+from rmqtool.proxy.recall import RecallActivity
 from rmqtool.proxy.route import RouteActivity
 from rmqtool.proxy.status import Code, ProxyError, status
 
@@ -30,7 +31,7 @@ BAD_REQUEST = object()  # what a request that does not parse becomes (server.py)
 INVALID_PROTOBUF = "Invalid protobuf byte sequence"  # grpc-java's status for it: INTERNAL
 
 
-class MessagingService(RouteActivity, ProducerActivity, ConsumerActivity, ClientActivity):
+class MessagingService(RouteActivity, ProducerActivity, RecallActivity, ConsumerActivity, ClientActivity):
     def __init__(self, core: ProxyCore) -> None:
         self.core = core
 
@@ -67,6 +68,9 @@ class MessagingService(RouteActivity, ProducerActivity, ConsumerActivity, Client
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:  # noqa: N802
         return await self._unary(request, context, s.EndTransactionResponse, self.end_transaction)
+
+    async def RecallMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return await self._unary(request, context, s.RecallMessageResponse, self.recall_message)
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
         return await self._unary(request, context, s.NotifyClientTerminationResponse, self.notify_client_termination)

@@ -55,6 +55,11 @@ def code_of_remoting(response_code: int) -> int:
     return _REMOTING_TO_CODE.get(response_code, Code.INTERNAL_SERVER_ERROR)
 
 
+def code_of_remoting_plain(response_code: int) -> int:
+    """`ResponseBuilder.buildStatus(int, String)`: buildCode only (no topic-not-exist special)."""
+    return _REMOTING_TO_CODE.get(response_code, Code.INTERNAL_SERVER_ERROR)
+
+
 def remoting_error(response_code: int, remark: str | None) -> ProxyError:
     """What a failed broker answer becomes (`MQBrokerException` through `buildStatus`)."""
     return ProxyError(code_of_remoting(response_code), remark if remark is not None else str(response_code))

@@ -52,7 +52,10 @@ class TransactionDataManager:
         return data
 
     def poll(self, producer_group: str, transaction_id: str, now_ms: int | None = None) -> TransactionData | None:
-        """`pollNoExpireTransactionData`: the oldest unexpired entry, removed."""
+        """`pollNoExpireTransactionData`: the newest entry (`pollLast`), expired ones dropped on
+        the way. After a check-back that is the renewed half message the check named, so the
+        client's commit ends the copy the broker checks next, not the original (whose op record
+        would leave the copy to be checked, and committed, again)."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
         key = (producer_group, transaction_id)
         entries = self.table.get(key)
@@ -60,7 +63,7 @@ class TransactionDataManager:
             return None
         found = None
         while entries:
-            e = entries.pop(0)
+            e = entries.pop()
             if not e.expired(now):
                 found = e
                 break

@@ -82,6 +82,7 @@ class RequestCode:
     SEND_BATCH_MESSAGE = 320
     QUERY_DATA_VERSION = 322
     LITE_PULL_MESSAGE = 361
+    RECALL_MESSAGE = 370  # a timer message taken back before delivery (broker/recall.py)
     GET_BROKER_MEMBER_GROUP = 901
     BROKER_HEARTBEAT = 904
     # what a slave copies from its master (SlaveSynchronize), and mqadmin haStatus
@@ -137,6 +138,7 @@ class ResponseCode:
     POLLING_FULL = 209
     POLLING_TIMEOUT = 210
     FLOW_CONTROL = 215
+    ILLEGAL_OPERATION = 604
 
 
 LANGUAGES = ["JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP",

@@ -416,6 +416,15 @@ class EndTransactionRequestHeader(Header):
 
 
 @dataclass
+class RecallMessageRequestHeader(Header):
+    """RECALL_MESSAGE 370 (RocketMQ 5.3+): the topic and the handle a timer message's send answered."""
+    topic: str
+    recallHandle: str
+    producerGroup: str | None = None
+    brokerName: str | None = None
+
+
+@dataclass
 class CheckTransactionStateRequestHeader(Header):
     tranStateTableOffset: int
     commitLogOffset: int

@@ -78,17 +78,8 @@ class StoreConfig:
             if name is None:
                 cfg.extra[key] = raw
                 continue
-            value = raw.strip()
-            kind = types[name]
             try:
-                if kind in ("int", int):
-                    converted: object = int(value)
-                elif kind in ("bool", bool):
-                    converted = value.lower() == "true"
-                elif kind in ("Path", Path):
-                    converted = Path(value)
-                else:
-                    converted = value
+                converted = property_value(types[name], raw)
             except ValueError:
                 raise InvalidInput(f"config {key}={raw!r}: not a number") from None
             setattr(cfg, name, converted)
@@ -112,14 +103,29 @@ class StoreConfig:
         return (self.broker_ip1, self.listen_port)
 
 
-def _java_name(name: str) -> str:
+def java_property_name(name: str) -> str:
+    """A config field's name as Java's BrokerConfig / MessageStoreConfig / ProxyConfig spell it
+    (`max_message_size` -> `maxMessageSize`), the key MixAll.properties2Object matches."""
     head, *rest = name.split("_")
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+def property_value(kind: object, raw: str) -> object:
+    """A properties-file value as the field's type (`properties2Object`'s conversions); ValueError
+    for a number that does not parse. `kind` is the dataclass field's type (or its name)."""
+    value = raw.strip()
+    if kind in ("int", int):
+        return int(value)
+    if kind in ("bool", bool):
+        return value.lower() == "true"
+    if kind in ("Path", Path):
+        return Path(value)
+    return value
+
+
 _SPECIAL = {"broker_ip1": "brokerIP1", "check_crc_on_recover": "checkCRCOnRecover"}
 _JAVA_TO_FIELD = {
-    _SPECIAL.get(f.name, _java_name(f.name)): f.name for f in dataclasses.fields(StoreConfig) if f.name != "extra"
+    _SPECIAL.get(f.name, java_property_name(f.name)): f.name for f in dataclasses.fields(StoreConfig) if f.name != "extra"
 }
 
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}

@@ -12,8 +12,8 @@ from rmqtool.layouts.javahash import java_string_hash  # noqa: E402
 from rmqtool.layouts.message import MessageExt  # noqa: E402
 from rmqtool.layouts.net import Host  # noqa: E402
 from rmqtool.proxy.config import ProxyConfig  # noqa: E402
-from rmqtool.proxy.consumer import ReceiptHandle  # noqa: E402
 from rmqtool.proxy.convert import build_message, build_properties, build_sys_flag, check_message_type  # noqa: E402
+from rmqtool.proxy.handle import ReceiptHandle  # noqa: E402
 from rmqtool.proxy.producer import consistent_hash  # noqa: E402
 from rmqtool.proxy.status import ProxyError  # noqa: E402
 from tests.proxy.conftest import d, message  # noqa: E402

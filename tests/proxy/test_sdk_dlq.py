@@ -1,7 +1,11 @@
 """Dead letters through the gRPC endpoint: a group allowing one retry (`retryMaxTimes=1`, so the
 settings say 2 attempts). A push consumer that always fails has its message forwarded to
 `%DLQ%group` by the SDK (ForwardMessageToDeadLetterQueue); a simple consumer that never acks
-sees the message twice, then the endpoint moves it to the DLQ itself (PopMessageResultFilterImpl)."""
+sees the message twice, then the endpoint moves it to the DLQ itself (PopMessageResultFilterImpl).
+
+Each test takes a target with `.grpc` and `.broker` (serve here; tests/interop/test_grpc.py runs
+them against Apache's proxy + broker too) and creates its own group with
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, as `mqadmin updateSubGroup -r 1` would."""
 
 from __future__ import annotations
 
@@ -11,29 +15,24 @@ import threading
 import pytest
 
 from tests.broker.conftest import Wire, decode_records, pull_ext
-from tests.proxy.conftest import GrpcServe, create_topic, unique, wait_for
+from tests.proxy.conftest import create_topic, unique, wait_for
 from tests.proxy.test_sdk_consumer import config, send_sdk
 
 rocketmq = pytest.importorskip("rocketmq")
 from rocketmq import ConsumeResult, FilterExpression, PushConsumer, SimpleConsumer  # noqa: E402
 from rocketmq.v5.consumer.push.message_listener import MessageListener  # noqa: E402
 
-PUSH_GROUP, SIMPLE_GROUP = "DlqPushGroup", "DlqSimpleGroup"
 
-
-@pytest.fixture(scope="module")
-def serve(tmp_path_factory):
-    store = tmp_path_factory.mktemp("grpc-dlq") / "store"
-    (store / "config").mkdir(parents=True)
-    groups = {g: {"groupName": g, "retryMaxTimes": 1, "consumeEnable": True, "retryQueueNums": 1}
-              for g in (PUSH_GROUP, SIMPLE_GROUP)}
-    (store / "config" / "subscriptionGroup.json").write_text(json.dumps(
-        {"subscriptionGroupTable": groups, "forbiddenTable": {}, "dataVersion": {"counter": 1, "timestamp": 1}}))
-    p = GrpcServe(store)
-    yield p
-    code = p.stop()
-    assert "Traceback" not in p.stderr, p.stderr
-    assert code == 0
+def create_group(target, prefix: str) -> str:
+    group = unique(prefix)
+    body = json.dumps({"groupName": group, "retryMaxTimes": 1, "consumeEnable": True, "retryQueueNums": 1}).encode()
+    w = Wire(target.broker)
+    try:
+        r = w.request(200, {}, body)
+        assert r.code == 0, r.remark
+    finally:
+        w.close()
+    return group
 
 
 def dlq(serve, group: str) -> list:
@@ -57,14 +56,14 @@ class AlwaysFail(MessageListener):
 
 
 def test_push_consumer_forwards_to_dlq_after_max_attempts(serve):
-    topic = unique("DP")
+    topic, group = unique("DP"), create_group(serve, "DlqPush")
     create_topic(serve, topic, 1)
     listener = AlwaysFail()
-    c = PushConsumer(config(serve), PUSH_GROUP, listener, {topic: FilterExpression("*")})
+    c = PushConsumer(config(serve), group, listener, {topic: FilterExpression("*")})
     c.startup()
     try:
         (mid,) = send_sdk(serve, topic, [b"poison"])
-        got = wait_for(lambda: dlq(serve, PUSH_GROUP), timeout=60)
+        got = wait_for(lambda: dlq(serve, group), timeout=60)
     finally:
         c.shutdown()
     assert got, f"nothing in the DLQ; attempts seen: {listener.attempts}"
@@ -73,9 +72,9 @@ def test_push_consumer_forwards_to_dlq_after_max_attempts(serve):
 
 
 def test_simple_consumer_message_past_max_attempts_goes_to_dlq(serve):
-    topic = unique("DS")
+    topic, group = unique("DS"), create_group(serve, "DlqSimple")
     create_topic(serve, topic, 1)
-    c = SimpleConsumer(config(serve), SIMPLE_GROUP, {topic: FilterExpression("*")}, await_duration=5)
+    c = SimpleConsumer(config(serve), group, {topic: FilterExpression("*")}, await_duration=5)
     c.startup()
     try:
         (mid,) = send_sdk(serve, topic, [b"never acked"])
@@ -87,7 +86,7 @@ def test_simple_consumer_message_past_max_attempts_goes_to_dlq(serve):
             c.change_invisible_duration(got[0], 1)
         assert attempts == [1, 2]
         # the third delivery is past max attempts: it goes to the DLQ, not to the consumer
-        moved = wait_for(lambda: (c.receive(1, 10) == [] and dlq(serve, SIMPLE_GROUP)) or None, timeout=60, step=0)
+        moved = wait_for(lambda: (c.receive(1, 10) == [] and dlq(serve, group)) or None, timeout=60, step=0)
     finally:
         c.shutdown()
     assert moved and moved[0].body == b"never acked"

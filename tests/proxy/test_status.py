@@ -245,13 +245,21 @@ def test_query_assignment(serve, stub):
 
 
 def test_consumer_relay_refuses_an_unknown_client(serve):
-    from tests.broker.conftest import Wire
+    from tests.broker.conftest import Wire, props, send_ext
 
     w = Wire(serve.broker)
     try:
         r = w.request(307, {"consumerGroup": "NoGroup", "clientId": "nobody", "jstackEnable": "true"})
         assert (r.code, r.remark) == (1, "The Consumer <NoGroup> <nobody> not online")
+        # the message id is decoded first: one too short fails as Java's ByteBuffer does
         r = w.request(309, {"consumerGroup": "NoGroup", "clientId": "nobody", "msgId": "zz"})
+        assert (r.code, r.remark) == (1, "java.nio.BufferUnderflowException, "
+                                         "java.base/java.nio.HeapByteBuffer.get(HeapByteBuffer.java:183)")
+        sent = w.request(310, send_ext("RelayNoGroupTopic", 0, props(UNIQ_KEY="7F00000100015555000000000000000B")),
+                         b"to nobody")
+        assert sent.code == 0, sent.remark
+        r = w.request(309, {"consumerGroup": "NoGroup", "clientId": "nobody", "msgId": sent.ext_fields["msgId"],
+                            "topic": "RelayNoGroupTopic"})
         assert (r.code, r.remark) == (1, "The Consumer <NoGroup> <nobody> not online")
     finally:
         w.close()

@@ -45,6 +45,7 @@ JAVA_DEFAULTS: dict[str, str] = {
     "useTLS": "false",
     "regionId": "DefaultRegion",
     "enablePropertyFilter": "true",  # rmqtool's default (RocketMQ's is false)
+    "recallMessageEnable": "false",  # RECALL_MESSAGE 370 (broker/recall.py)
     "longPollingEnable": "true",
     "shortPollingTimeMills": "1000",
     "transactionCheckInterval": "30000",
