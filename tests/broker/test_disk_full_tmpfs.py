@@ -12,7 +12,6 @@ When the ballast goes, sends are taken again and every acknowledged message is i
 from __future__ import annotations
 
 import errno
-import os
 import signal
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import pytest
 
 from tests.broker.conftest import ServeProcess, Wire, decode_records, pull_ext, send_ext
 from tests.serve_helpers import rmqtool_env
+from tests.tmpfs_helpers import mounted_tmpfs, used_ratio
 
 pytestmark = pytest.mark.slow
 
@@ -41,30 +41,15 @@ BODY = 4096
 
 @pytest.fixture
 def tmpfs(tmp_path: Path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (store/test_diskspace.py covers a full disk without it)")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "mnt", "128m", "store/test_diskspace.py covers a full disk without it") as mnt:
         yield mnt
-    finally:
-        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
-def _used(mnt: Path) -> float:
-    st = os.statvfs(mnt)
-    return 1 - st.f_bfree / st.f_blocks
 
 
 def _fill(ballast: Path, upto: float | None) -> None:
     """Grow the ballast until the file system is `upto` used (None: until ENOSPC)."""
     chunk = bytes(1 << 20)
     with open(ballast, "ab") as f:
-        while upto is None or _used(ballast.parent) < upto:
+        while upto is None or used_ratio(ballast.parent) < upto:
             try:
                 f.write(chunk)
                 f.flush()
@@ -141,10 +126,10 @@ def test_full_disk_refuses_sends_keeps_serving_and_loses_nothing(tmpfs: Path, fl
             else:
                 refusal = r
             i += 1
-        assert refusal is not None, f"{len(acked)} sends and never refused at {_used(tmpfs):.2f} used"
+        assert refusal is not None, f"{len(acked)} sends and never refused at {used_ratio(tmpfs):.2f} used"
         assert refusal.code == 14, (refusal.code, refusal.remark)  # SERVICE_NOT_AVAILABLE
         assert "the broker's disk is full [CL: " in refusal.remark
-        assert _used(tmpfs) > 0.88
+        assert used_ratio(tmpfs) > 0.88
         # serve stays up and keeps serving reads
         assert _pull_all(w) == [_body(k) for k in acked]
         # the disk entirely full: still a clean refusal, still reads

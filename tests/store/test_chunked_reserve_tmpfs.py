@@ -10,7 +10,6 @@ the child processes) so that every kind of file crosses several of them.
 from __future__ import annotations
 
 import errno
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import rmqtool_env
+from tests.tmpfs_helpers import mounted_tmpfs, used_ratio
 
 N = 3000  # ~3.4 MB of CommitLog, 60 KB of ConsumeQueue units, 6,000 index entries
 
@@ -70,11 +70,6 @@ print(sorted(s.name for s in statuses))
 """
 
 
-def _used(mnt: Path) -> float:
-    st = os.statvfs(mnt)
-    return 1 - st.f_bfree / st.f_blocks
-
-
 def _fill(ballast: Path) -> None:
     """Grow the ballast until ENOSPC, to the last page."""
     for size in (1 << 20, 4096):
@@ -94,18 +89,8 @@ def _python(code: str, store: Path, exact: bool = True) -> subprocess.CompletedP
 
 @pytest.fixture
 def small_tmpfs(tmp_path: Path):
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (test_messagestore_basic.py injects ENOSPC without it)")
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "mnt", "48m", "test_messagestore_basic.py injects ENOSPC without it") as mnt:
         yield mnt
-    finally:
-        if subprocess.run(["umount", str(mnt)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def test_a_store_of_partly_reserved_files_recovers_reads_and_verifies_on_a_full_tmpfs(small_tmpfs: Path):
@@ -116,7 +101,7 @@ def test_a_store_of_partly_reserved_files_recovers_reads_and_verifies_on_a_full_
     st = cl.stat()
     assert st.st_size == 64 << 20 and st.st_blocks * 512 < 8 << 20  # logically full-size, mostly unreserved
     _fill(small_tmpfs / "ballast")
-    assert _used(small_tmpfs) > 0.99
+    assert used_ratio(small_tmpfs) > 0.99
 
     r = _python(_RECOVER_ON_A_FULL_DISK, store)
     assert r.returncode == 0, r.stderr  # -7 would be SIGBUS
