@@ -10,9 +10,7 @@ and the checkpoint / ack records each stored on its revive topic, field by field
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import subprocess
 import time
 
 import pytest
@@ -21,7 +19,7 @@ from rmqtool.layouts.message import decode_record
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import connect
 
-from .harness import java_cmd
+from .pop_helpers import assert_scenario_ok, revive_messages, run_java_suite
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(400)]
 
@@ -30,25 +28,13 @@ _RUNS: dict[str, dict[str, dict]] = {}
 
 
 def suite_results(broker, tmp_path_factory) -> dict[str, dict]:
-    if broker.kind not in _RUNS:
-        home = tmp_path_factory.mktemp(f"popsuite-{broker.kind}")
-        p = subprocess.run(java_cmd("PopSuite", "--namesrv", broker.namesrv, "--broker", broker.broker,
-                                    "--run", str(int(time.time())), home=home),
-                           capture_output=True, timeout=360)
-        (home / "stderr.txt").write_bytes(p.stderr)
-        lines = [json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith("{")]
-        _RUNS[broker.kind] = {r["scenario"]: r for r in lines}
-        _RUNS[broker.kind]["_stderr"] = {"detail": p.stderr.decode(errors="replace")[-2000:]}
-    return _RUNS[broker.kind]
+    return run_java_suite("PopSuite", broker, tmp_path_factory, _RUNS, timeout=360)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_java_client_pop_mode(any_broker, tmp_path_factory, scenario):
-    results = suite_results(any_broker, tmp_path_factory)
-    r = results.get(scenario)
-    assert r is not None, f"no result for {scenario}: {results['_stderr']['detail']}"
-    assert r["ok"], f"{scenario} against {any_broker.kind}: {r['detail']}"
+    assert_scenario_ok(suite_results(any_broker, tmp_path_factory), scenario, any_broker.kind)
 
 
 async def _probe(addr: str, topic: str, group: str) -> dict[str, tuple]:
@@ -110,27 +96,8 @@ async def _probe(addr: str, topic: str, group: str) -> dict[str, tuple]:
 
 def _revive_records(store) -> list[tuple]:
     """The probe's checkpoint and ack records (on the timer topic until due), without times."""
-    from rmqtool.layouts.message import Blank, RecordError
-
-    out = []
-    for f in sorted((store / "commitlog").iterdir()):
-        data = f.read_bytes()
-        pos = 0
-        while pos < len(data):
-            try:
-                m = decode_record(data, pos)
-            except (Blank, RecordError):
-                break
-            pos += m.total_size
-            if m.properties.get("REAL_TOPIC", m.topic).startswith("rmq_sys_REVIVE_LOG_") and \
-                    b"pop_probe_group" in m.body:
-                body = json.loads(m.body)
-                for k in ("pt", "reviveTime"):
-                    body.pop(k, None)
-                uniq = m.properties["UNIQ_KEY"].split("@")
-                out.append((m.topic, m.queue_id, m.tags, tuple(m.properties), json.dumps(body, sort_keys=True),
-                            uniq[:4] + uniq[5:], m.born_host == m.store_host, m.flag, m.sys_flag))
-    return sorted(out)
+    return sorted((m.topic, m.queue_id, m.tags, tuple(m.properties), body, uniq, m.born_host == m.store_host,
+                   m.flag, m.sys_flag) for m, body, uniq in revive_messages(store, b"pop_probe_group"))
 
 
 @pytest.fixture(scope="module")

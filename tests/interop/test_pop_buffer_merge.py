@@ -6,17 +6,16 @@ JSON body without times, UNIQ_KEY), and exactly its unacked messages come back."
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
 
-from rmqtool.layouts.message import Blank, RecordError, decode_record
 from tests.broker.conftest import Wire
 from tests.broker.test_pop_serve import ack, handles, pop_ext, pop_until, send
 
 from .conftest import start_apache, start_rmqtool_serve, stop_rmqtool_serve
 from .harness import require_java
+from .pop_helpers import revive_messages
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(300)]
 TOPIC = "PopMerged"
@@ -51,25 +50,8 @@ def scenario(addr: str) -> dict[str, object]:
 
 def records(store, group: str) -> list[tuple]:
     """The revive records of `group` as put (on the timer topic), without times."""
-    out = []
-    for f in sorted((store / "commitlog").iterdir()):
-        data = f.read_bytes()
-        pos = 0
-        while pos < len(data):
-            try:
-                m = decode_record(data, pos)
-            except (Blank, RecordError):
-                break
-            pos += m.total_size
-            real = m.properties.get("REAL_TOPIC", m.topic)
-            if real.startswith("rmq_sys_REVIVE_LOG_") and m.topic != real and f'"{group}"'.encode() in m.body:
-                body = json.loads(m.body)
-                for k in ("pt", "reviveTime"):
-                    body.pop(k, None)
-                uniq = m.properties["UNIQ_KEY"].split("@")
-                out.append((m.tags, tuple(m.properties), json.dumps(body, sort_keys=True), uniq[:4] + uniq[5:],
-                            m.flag, m.sys_flag))
-    return sorted(out)
+    return sorted((m.tags, tuple(m.properties), body, uniq, m.flag, m.sys_flag)
+                  for m, body, uniq in revive_messages(store, f'"{group}"'.encode(), on_timer_only=True))
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import connect
 
-from .harness import java_cmd
+from .pop_helpers import assert_scenario_ok, run_java_suite
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -28,25 +27,13 @@ _RUNS: dict[str, dict[str, dict]] = {}
 
 
 def suite_results(broker, tmp_path_factory) -> dict[str, dict]:
-    if broker.kind not in _RUNS:
-        home = tmp_path_factory.mktemp(f"poppush-{broker.kind}")
-        p = subprocess.run(java_cmd("PopPushSuite", "--namesrv", broker.namesrv, "--broker", broker.broker,
-                                    "--run", str(int(time.time())), home=home),
-                           capture_output=True, timeout=240)
-        (home / "stderr.txt").write_bytes(p.stderr)
-        lines = [json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith("{")]
-        _RUNS[broker.kind] = {r["scenario"]: r for r in lines}
-        _RUNS[broker.kind]["_stderr"] = {"detail": p.stderr.decode(errors="replace")[-2000:]}
-    return _RUNS[broker.kind]
+    return run_java_suite("PopPushSuite", broker, tmp_path_factory, _RUNS, timeout=240)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_java_push_consumer_in_pop_mode(any_broker, tmp_path_factory, scenario):
-    results = suite_results(any_broker, tmp_path_factory)
-    r = results.get(scenario)
-    assert r is not None, f"no result for {scenario}: {results['_stderr']['detail']}"
-    assert r["ok"], f"{scenario} against {any_broker.kind}: {r['detail']}"
+    assert_scenario_ok(suite_results(any_broker, tmp_path_factory), scenario, any_broker.kind)
 
 
 def _heartbeat(client_id: str, group: str, topic: str, model: str = "CLUSTERING") -> bytes:
