@@ -20,6 +20,7 @@ from rmqtool.client.batch import encode_messages
 from rmqtool.client.exceptions import BrokerError, ClientError, response_header
 from rmqtool.client.fault import MQFaultStrategy, TopicPublishInfo
 from rmqtool.client.instance import ClientConfig, ClientInstance, resolve_instance
+from rmqtool.client.lifecycle import ClientLifecycle
 from rmqtool.client.message import LocalTransactionState, Message, MessageQueue, SendResult, SendStatus
 from rmqtool.client.reply import RequestTimeoutError, is_reply
 from rmqtool.client.route import (
@@ -332,7 +333,7 @@ class TransactionListener(Protocol):
     def check_local_transaction(self, msg: Any) -> LocalTransactionState: ...
 
 
-class Producer:
+class Producer(ClientLifecycle):
     """A RocketMQ producer speaking the remoting protocol, usable from plain (threaded) code.
 
     >>> with Producer("pg", "127.0.0.1:9876") as p:
@@ -356,36 +357,22 @@ class Producer:
             compress_msg_body_over_howmuch=compress_msg_body_over_howmuch, max_message_size=max_message_size,
             default_topic_queue_nums=default_topic_queue_nums,
             fault_strategy=MQFaultStrategy(send_latency_fault_enable))
-        self._started = False
 
     @property
     def group(self) -> str:
         return self.impl.group
 
-    def start(self) -> Producer:
-        if self._started:
-            return self
+    def _start(self) -> None:
         if self.impl.group in self.instance.producers:
             raise ClientError(f"The producer group[{self.impl.group}] has been created before")
         self.instance.start()
         self.instance.producers[self.impl.group] = self.impl
-        self._started = True
-        return self
 
-    def shutdown(self) -> None:
-        if not self._started:
-            return
-        self._started = False
+    def _shutdown(self) -> None:
         with contextlib.suppress(Exception):
             self.instance.run(self.instance.unregister_client(self.impl.group, None), timeout=5)
         self.instance.producers.pop(self.impl.group, None)
         self.instance.shutdown()
-
-    def __enter__(self) -> Producer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     def _check(self) -> None:
         if not self._started:

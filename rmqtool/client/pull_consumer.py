@@ -9,6 +9,7 @@ from rmqtool.client import namespace as ns
 from rmqtool.client.consumer_impl import ConsumerImpl
 from rmqtool.client.exceptions import ClientError
 from rmqtool.client.instance import ClientConfig, ClientInstance, resolve_instance
+from rmqtool.client.lifecycle import ClientLifecycle
 from rmqtool.client.message import MessageQueue, PullResult
 from rmqtool.client.pull import build_sys_flag, pull_kernel, query_offset
 from rmqtool.client.route import subscribe_queues
@@ -17,7 +18,7 @@ from rmqtool.remoting.codes import RequestCode
 from rmqtool.validators import check_group
 
 
-class PullConsumer:
+class PullConsumer(ClientLifecycle):
     """Pull on demand (`DefaultMQPullConsumer`): you pick queues and offsets, commit when you like."""
 
     def __init__(self, group: str, namesrv: str | None = None, *, namespace: str | None = None,
@@ -26,30 +27,17 @@ class PullConsumer:
         self.instance, self._own = resolve_instance(namesrv, instance, config)
         self.namespace = namespace
         self.impl = ConsumerImpl(ns.wrap(namespace, group), self.instance, push=False, namespace=namespace)
-        self._started = False
 
-    def start(self) -> PullConsumer:
-        if not self._started:
-            self.instance.start()
-            self.instance.consumers[self.impl.group] = self.impl
-            self.impl.running = True
-            self._started = True
-        return self
+    def _start(self) -> None:
+        self.instance.start()
+        self.instance.consumers[self.impl.group] = self.impl
+        self.impl.running = True
 
-    def shutdown(self) -> None:
-        if not self._started:
-            return
-        self._started = False
+    def _shutdown(self) -> None:
         with contextlib.suppress(Exception):
             self.instance.run(self.impl.offset_store.persist_all(set(self.impl.offset_store.table), False), 10)
         self.instance.consumers.pop(self.impl.group, None)
         self.instance.shutdown()
-
-    def __enter__(self) -> PullConsumer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     def _mq(self, mq: MessageQueue) -> MessageQueue:
         return MessageQueue(ns.wrap(self.namespace, mq.topic), mq.broker_name, mq.queue_id)

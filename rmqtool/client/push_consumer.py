@@ -17,12 +17,13 @@ from rmqtool.client.consumer_impl import ConsumerImpl
 from rmqtool.client.consumer_types import BROADCASTING, CLUSTERING, CONSUME_FROM_LAST_OFFSET, Listener
 from rmqtool.client.exceptions import ClientError
 from rmqtool.client.instance import ClientConfig, ClientInstance, resolve_instance
+from rmqtool.client.lifecycle import ClientLifecycle
 from rmqtool.client.message import MessageQueue
 from rmqtool.client.subscription import SQL92, TAG
 from rmqtool.validators import check_group, check_topic
 
 
-class PushConsumer:
+class PushConsumer(ClientLifecycle):
     """A push consumer: long-polling pull loops feed `listener` on `consume_thread_nums` threads.
 
     The listener gets a list of `MessageExt` (`consume_message_batch_max_size`, default 1) and a
@@ -52,7 +53,6 @@ class PushConsumer:
             long_polling=long_polling, suspend_ms=suspend_ms,
             post_subscription_when_pull=post_subscription_when_pull, offset_store_dir=offset_store_dir,
             start_from=start_from)
-        self._started = False
 
     def subscribe(self, topic: str, expression: str = "*", *, expression_type: str = TAG) -> PushConsumer:
         """`subscribe(topic, "TagA || TagB")`, or `expression_type="SQL92"` for a property filter."""
@@ -73,9 +73,7 @@ class PushConsumer:
         self.impl.listener, self.impl.orderly = listener, True
         return self
 
-    def start(self) -> PushConsumer:
-        if self._started:
-            return self
+    def _start(self) -> None:
         if self.impl.listener is None:
             raise ClientError("register a listener before start()")
         if self.impl.group in self.instance.consumers:
@@ -91,14 +89,9 @@ class PushConsumer:
             self.instance.shutdown()
             self.impl.executor.shutdown(wait=False)
             raise
-        self._started = True
-        return self
 
-    def shutdown(self) -> None:
+    def _shutdown(self) -> None:
         """Stop pulling, commit offsets (sync), unregister; the group rebalances at once."""
-        if not self._started:
-            return
-        self._started = False
         with contextlib.suppress(Exception):
             self.instance.run(self.impl.shutdown(), timeout=15)
         self.instance.consumers.pop(self.impl.group, None)
@@ -107,12 +100,6 @@ class PushConsumer:
         if self.impl.executor is not None:
             self.impl.executor.shutdown(wait=False, cancel_futures=True)
         self.instance.shutdown()
-
-    def __enter__(self) -> PushConsumer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     def rebalance_now(self) -> None:
         self.instance.run(self.impl.do_rebalance())

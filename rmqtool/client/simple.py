@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from rmqtool.client.exceptions import BrokerError, ClientError
 from rmqtool.client.instance import ClientConfig, ClientInstance, resolve_instance
+from rmqtool.client.lifecycle import ClientLifecycle
 from rmqtool.client.pull import decode_messages, unwrap_body
 from rmqtool.client.route import subscribe_queues
 from rmqtool.layouts.message import MessageExt
@@ -78,7 +79,7 @@ def attach_receipt_handles(ext: dict[str, str], msgs: list[MessageExt], broker_n
     return out
 
 
-class SimpleConsumer:
+class SimpleConsumer(ClientLifecycle):
     """Receive / ack / change invisible duration, the broker keeping what is in flight."""
 
     def __init__(self, group: str, namesrv: str | None = None, subscriptions: dict[str, str] | None = None, *,
@@ -91,28 +92,16 @@ class SimpleConsumer:
         self.max_attempts = max_attempts
         self.instance, self._own = resolve_instance(namesrv, instance, config)
         self._next = 0
-        self._started = False
 
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> SimpleConsumer:
         self.subscriptions[topic] = (expression, expression_type)
         return self
 
-    def start(self) -> SimpleConsumer:
-        if not self._started:
-            self.instance.start()
-            self._started = True
-        return self
+    def _start(self) -> None:
+        self.instance.start()
 
-    def shutdown(self) -> None:
-        if self._started:
-            self._started = False
-            self.instance.shutdown()
-
-    def __enter__(self) -> SimpleConsumer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+    def _shutdown(self) -> None:
+        self.instance.shutdown()
 
     # -- receive ---------------------------------------------------------------------------------
     def _targets(self) -> list[tuple[str, str, str]]:
