@@ -1,8 +1,5 @@
 package rmqtool.interop;
 
-import java.io.FileDescriptor;
-import java.io.FileOutputStream;
-import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
@@ -16,7 +13,6 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.impl.MQClientAPIImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
-import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageConst;
@@ -39,54 +35,23 @@ import org.apache.rocketmq.common.message.MessageRequestMode;
  * consumed and does not come back again).
  */
 public final class PopPushSuite {
-    static PrintStream out;
+    static ScenarioRunner suite;
     static MQClientAPIImpl api;
     static DefaultMQProducer producer;
     static String namesrv;
     static String broker;
     static String run;
-    static boolean failed;
 
     public static void main(String[] args) throws Exception {
-        out = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
-        System.setOut(System.err);
-        System.setProperty("rocketmq.client.logUseSlf4j", "false");
-        for (int i = 0; i < args.length; i++) {
-            switch (args[i]) {
-                case "--namesrv": namesrv = args[++i]; break;
-                case "--broker": broker = args[++i]; break;
-                case "--run": run = args[++i]; break;
-                default: throw new IllegalArgumentException("unknown argument " + args[i]);
-            }
-        }
-        producer = new DefaultMQProducer("pop_push_producer_" + run);
-        producer.setNamesrvAddr(namesrv);
-        producer.start();
-        api = producer.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
-        scenario("consume-all", PopPushSuite::consumeAll);
-        scenario("reconsume-later", PopPushSuite::reconsumeLater);
-        producer.shutdown();
-        System.exit(failed ? 1 : 0);
-    }
-
-    interface Scenario {
-        String run() throws Exception;
-    }
-
-    static void scenario(String name, Scenario s) {
-        long t0 = System.currentTimeMillis();
-        String detail;
-        boolean ok;
-        try {
-            detail = s.run();
-            ok = detail == null;
-        } catch (Throwable e) {
-            ok = false;
-            detail = e.toString();
-        }
-        failed |= !ok;
-        out.println(new Json().put("scenario", name).put("ok", ok).put("detail", detail)
-            .put("ms", System.currentTimeMillis() - t0));
+        suite = new ScenarioRunner(args, "pop_push_producer_");
+        producer = suite.producer;
+        api = suite.api;
+        namesrv = suite.namesrv;
+        broker = suite.broker;
+        run = suite.run;
+        suite.scenario("consume-all", PopPushSuite::consumeAll);
+        suite.scenario("reconsume-later", PopPushSuite::reconsumeLater);
+        suite.exit();
     }
 
     /** A topic of {@code queues} queues, its group in POP mode for it (popShareQueueNum {@code share}). */
@@ -100,17 +65,7 @@ public final class PopPushSuite {
         for (int i = 0; i < n; i++) {
             String body = "pop-push-" + i + "-\u00e9";
             Message m = new Message(topic, "tg", "key" + i, body.getBytes(StandardCharsets.UTF_8));
-            SendResult r = null;
-            for (int attempt = 0; r == null; attempt++) {
-                try {
-                    r = producer.send(m);
-                } catch (Exception e) {  // the route of a topic just created may take a moment
-                    if (attempt > 20) {
-                        throw e;
-                    }
-                    Thread.sleep(500);
-                }
-            }
+            suite.send(m);
             bodies.add(body);
         }
         return bodies;

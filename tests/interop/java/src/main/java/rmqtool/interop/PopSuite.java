@@ -1,8 +1,5 @@
 package rmqtool.interop;
 
-import java.io.FileDescriptor;
-import java.io.FileOutputStream;
-import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -41,59 +38,26 @@ import org.apache.rocketmq.remoting.protocol.header.PopMessageRequestHeader;
  * sooner), batch-ack (nothing comes back), orderly (the queue stays blocked until acked).
  */
 public final class PopSuite {
-    static PrintStream out;
+    static ScenarioRunner suite;
     static MQClientAPIImpl api;
     static DefaultMQProducer producer;
     static String broker;
     static String brokerName;
     static String run;
-    static boolean failed;
 
     public static void main(String[] args) throws Exception {
-        out = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
-        System.setOut(System.err);
-        System.setProperty("rocketmq.client.logUseSlf4j", "false");
-        String namesrv = null;
-        for (int i = 0; i < args.length; i++) {
-            switch (args[i]) {
-                case "--namesrv": namesrv = args[++i]; break;
-                case "--broker": broker = args[++i]; break;
-                case "--run": run = args[++i]; break;
-                default: throw new IllegalArgumentException("unknown argument " + args[i]);
-            }
-        }
-        producer = new DefaultMQProducer("pop_suite_producer_" + run);
-        producer.setNamesrvAddr(namesrv);
-        producer.start();
-        api = producer.getDefaultMQProducerImpl().getMqClientFactory().getMQClientAPIImpl();
-        scenario("pop-ack", PopSuite::popAck);
-        scenario("long-poll", PopSuite::longPoll);
-        scenario("redelivery", PopSuite::redelivery);
-        scenario("change-invisible", PopSuite::changeInvisible);
-        scenario("batch-ack", PopSuite::batchAck);
-        scenario("orderly", PopSuite::orderly);
-        producer.shutdown();
-        System.exit(failed ? 1 : 0);
-    }
-
-    interface Scenario {
-        String run() throws Exception;
-    }
-
-    static void scenario(String name, Scenario s) {
-        long t0 = System.currentTimeMillis();
-        String detail;
-        boolean ok;
-        try {
-            detail = s.run();
-            ok = detail == null;
-        } catch (Throwable e) {
-            ok = false;
-            detail = e.toString();
-        }
-        failed |= !ok;
-        out.println(new Json().put("scenario", name).put("ok", ok).put("detail", detail)
-            .put("ms", System.currentTimeMillis() - t0));
+        suite = new ScenarioRunner(args, "pop_suite_producer_");
+        producer = suite.producer;
+        api = suite.api;
+        broker = suite.broker;
+        run = suite.run;
+        suite.scenario("pop-ack", PopSuite::popAck);
+        suite.scenario("long-poll", PopSuite::longPoll);
+        suite.scenario("redelivery", PopSuite::redelivery);
+        suite.scenario("change-invisible", PopSuite::changeInvisible);
+        suite.scenario("batch-ack", PopSuite::batchAck);
+        suite.scenario("orderly", PopSuite::orderly);
+        suite.exit();
     }
 
     static final java.util.Set<String> created = new java.util.HashSet<>();
@@ -107,17 +71,7 @@ public final class PopSuite {
         for (int i = 0; i < n; i++) {
             Message m = new Message(topic, "tg", "key" + i, ("body-" + i + "-\u00e9").getBytes(StandardCharsets.UTF_8));
             m.putUserProperty("color", "r\u00f6t" + i);
-            SendResult r = null;
-            for (int attempt = 0; r == null; attempt++) {
-                try {
-                    r = producer.send(m);
-                } catch (Exception e) {  // the route of a topic just created may take a moment
-                    if (attempt > 20) {
-                        throw e;
-                    }
-                    Thread.sleep(500);
-                }
-            }
+            SendResult r = suite.send(m);
             if (r.getMessageQueue().getQueueId() != 0) {
                 throw new IllegalStateException("sent to queue " + r.getMessageQueue() + ", the topic has one");
             }
