@@ -146,3 +146,20 @@ def slave_conf(broker_name: str, broker_id: int = 1, **extra: str) -> str:
     extra.setdefault("slaveReadEnable", "true")
     return (f"brokerName={broker_name}\nbrokerRole=SLAVE\nbrokerId={broker_id}\n"
             + "".join(f"{k}={v}\n" for k, v in extra.items()))
+
+
+def start_master_and_slave(tmp: Path, procs: list[Proc], broker_name: str, topic: str, queues: int,
+                           slave_store: Path | None = None) -> tuple[str, Proc, str, Proc, str]:
+    """A name server, an ASYNC_MASTER `broker_name` with `topic` of `queues` queues, then its slave
+    (brokerId 1, slaveReadEnable); each process joins `procs` as it starts, for the caller to stop.
+    Returns (name server, master process, master address, slave process, slave address)."""
+    from tests.broker.conftest import create_topic
+
+    ns_proc, ns = start_namesrv(tmp)
+    procs.append(ns_proc)
+    m_proc, master = start_broker(tmp, "m", ns, master_conf(broker_name))
+    procs.append(m_proc)
+    create_topic(master, topic, queues)
+    s_proc, slave = start_broker(tmp, "s", ns, slave_conf(broker_name), store=slave_store)
+    procs.append(s_proc)
+    return ns, m_proc, master, s_proc, slave

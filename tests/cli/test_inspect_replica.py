@@ -13,8 +13,8 @@ import subprocess
 import sys
 import time
 
-from tests.broker.conftest import Wire, create_topic, props, send_ext
-from tests.cluster_helpers import master_conf, slave_conf, start_broker, start_namesrv
+from tests.broker.conftest import Wire, props, send_ext
+from tests.cluster_helpers import start_master_and_slave
 from tests.serve_helpers import rmqtool_env
 
 TOPIC = "ReplicaLagT"
@@ -51,14 +51,8 @@ def max_offset(addr: str, qid: int) -> int:
 def test_inspect_store_shows_a_slaves_lag_online_and_offline(tmp_path):
     procs = []
     try:
-        ns_proc, ns = start_namesrv(tmp_path)
-        procs.append(ns_proc)
-        m_proc, master = start_broker(tmp_path, "m", ns, master_conf("broker-r"))
-        procs.append(m_proc)
-        create_topic(master, TOPIC, 2)
         s_store = tmp_path / "s-store"
-        s_proc, slave = start_broker(tmp_path, "s", ns, slave_conf("broker-r"), store=s_store)
-        procs.append(s_proc)
+        ns, m_proc, master, s_proc, slave = start_master_and_slave(tmp_path, procs, "broker-r", TOPIC, 2, s_store)
         send(master, 30)
         deadline = time.time() + 30
         while [max_offset(slave, q) for q in (0, 1)] != [15, 15]:

@@ -17,8 +17,8 @@ import pytest
 from rmqtool.remoting import fastjson
 from rmqtool.remoting.bodies import ClusterInfo
 from rmqtool.remoting.codes import RequestCode
-from tests.broker.conftest import Wire, create_topic
-from tests.cluster_helpers import master_conf, slave_conf, start_broker, start_namesrv
+from tests.broker.conftest import Wire
+from tests.cluster_helpers import start_master_and_slave
 
 from .harness import require_java
 from .test_apache_store import client
@@ -59,13 +59,7 @@ def test_java_consumer_reads_every_message_from_the_slave_once_the_master_is_sto
     require_java()
     procs = []
     try:
-        ns_proc, ns = start_namesrv(tmp_path)
-        procs.append(ns_proc)
-        m_proc, master = start_broker(tmp_path, "m", ns, master_conf("broker-a"))
-        procs.append(m_proc)
-        create_topic(master, TOPIC, 4)
-        s_proc, slave = start_broker(tmp_path, "s", ns, slave_conf("broker-a"))
-        procs.append(s_proc)
+        ns, m_proc, master, s_proc, slave = start_master_and_slave(tmp_path, procs, "broker-a", TOPIC, 4)
         sent = client(ns, tmp_path / "home", "produce", "--topic", TOPIC, "--count", str(COUNT))
         assert len(sent) == COUNT and all(s["status"] == "SEND_OK" for s in sent)
         # replicated, and the topic copied to the slave (SlaveSynchronize's first syncAll): a slave
