@@ -11,8 +11,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
-import org.apache.rocketmq.client.impl.MQClientAPIImpl;
-import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageConst;
@@ -36,19 +34,9 @@ import org.apache.rocketmq.common.message.MessageRequestMode;
  */
 public final class PopPushSuite {
     static ScenarioRunner suite;
-    static MQClientAPIImpl api;
-    static DefaultMQProducer producer;
-    static String namesrv;
-    static String broker;
-    static String run;
 
     public static void main(String[] args) throws Exception {
         suite = new ScenarioRunner(args, "pop_push_producer_");
-        producer = suite.producer;
-        api = suite.api;
-        namesrv = suite.namesrv;
-        broker = suite.broker;
-        run = suite.run;
         suite.scenario("consume-all", PopPushSuite::consumeAll);
         suite.scenario("reconsume-later", PopPushSuite::reconsumeLater);
         suite.exit();
@@ -56,8 +44,8 @@ public final class PopPushSuite {
 
     /** A topic of {@code queues} queues, its group in POP mode for it (popShareQueueNum {@code share}). */
     static void prepare(String topic, String group, int queues, int share) throws Exception {
-        producer.createTopic("TBW102", topic, queues, null);
-        api.setMessageRequestMode(broker, topic, group, MessageRequestMode.POP, share, 5000);
+        suite.producer.createTopic("TBW102", topic, queues, null);
+        suite.api.setMessageRequestMode(suite.broker, topic, group, MessageRequestMode.POP, share, 5000);
     }
 
     static List<String> send(String topic, int n) throws Exception {
@@ -74,7 +62,7 @@ public final class PopPushSuite {
     static DefaultMQPushConsumer consumer(String group, String topic, MessageListenerConcurrently listener)
         throws Exception {
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
-        c.setNamesrvAddr(namesrv);
+        c.setNamesrvAddr(suite.namesrv);
         c.setInstanceName("pop_push_" + group);
         c.setClientRebalance(false);  // the broker assigns the queues and says POP
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);  // initMode MIN: sent before start
@@ -87,8 +75,8 @@ public final class PopPushSuite {
     }
 
     static String consumeAll() throws Exception {
-        String topic = "PopPush_all_" + run;
-        String group = "pop_push_all_" + run;
+        String topic = "PopPush_all_" + suite.run;
+        String group = "pop_push_all_" + suite.run;
         prepare(topic, group, 4, 0);
         List<String> sent = send(topic, 20);
         Map<String, AtomicInteger> seen = new ConcurrentHashMap<>();
@@ -145,8 +133,8 @@ public final class PopPushSuite {
     }
 
     static String reconsumeLater() throws Exception {
-        String topic = "PopPush_later_" + run;
-        String group = "pop_push_later_" + run;
+        String topic = "PopPush_later_" + suite.run;
+        String group = "pop_push_later_" + suite.run;
         prepare(topic, group, 2, 0);
         List<String> sent = send(topic, 2);
         Map<String, List<Integer>> times = new ConcurrentHashMap<>();

@@ -13,8 +13,6 @@ import org.apache.rocketmq.client.consumer.AckStatus;
 import org.apache.rocketmq.client.consumer.PopCallback;
 import org.apache.rocketmq.client.consumer.PopResult;
 import org.apache.rocketmq.client.consumer.PopStatus;
-import org.apache.rocketmq.client.impl.MQClientAPIImpl;
-import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.constant.ConsumeInitMode;
 import org.apache.rocketmq.common.message.Message;
@@ -39,18 +37,10 @@ import org.apache.rocketmq.remoting.protocol.header.PopMessageRequestHeader;
  */
 public final class PopSuite {
     static ScenarioRunner suite;
-    static MQClientAPIImpl api;
-    static DefaultMQProducer producer;
-    static String broker;
     static String brokerName;
-    static String run;
 
     public static void main(String[] args) throws Exception {
         suite = new ScenarioRunner(args, "pop_suite_producer_");
-        producer = suite.producer;
-        api = suite.api;
-        broker = suite.broker;
-        run = suite.run;
         suite.scenario("pop-ack", PopSuite::popAck);
         suite.scenario("long-poll", PopSuite::longPoll);
         suite.scenario("redelivery", PopSuite::redelivery);
@@ -65,7 +55,7 @@ public final class PopSuite {
     /** Sends n messages to a one-queue topic (created on first use, as mqadmin updateTopic would). */
     static List<SendResult> send(String topic, int n) throws Exception {
         if (created.add(topic)) {
-            producer.createTopic("TBW102", topic, 1, null);
+            suite.producer.createTopic("TBW102", topic, 1, null);
         }
         List<SendResult> sent = new ArrayList<>();
         for (int i = 0; i < n; i++) {
@@ -98,7 +88,7 @@ public final class PopSuite {
         h.setExp("*");
         h.setOrder(order);
         CompletableFuture<PopResult> f = new CompletableFuture<>();
-        api.popMessageAsync(brokerName, broker, h, poll + 10_000, new PopCallback() {
+        suite.api.popMessageAsync(brokerName, suite.broker, h, poll + 10_000, new PopCallback() {
             public void onSuccess(PopResult r) {
                 f.complete(r);
             }
@@ -137,7 +127,7 @@ public final class PopSuite {
         h.setExtraInfo(extra);
         h.setOffset(ExtraInfoUtil.getQueueOffset(f));
         CompletableFuture<AckResult> r = ackFuture();
-        api.ackMessageAsync(broker, 5000, callback(r), h);
+        suite.api.ackMessageAsync(suite.broker, 5000, callback(r), h);
         return r.get(10, TimeUnit.SECONDS).getStatus();
     }
 
@@ -167,7 +157,7 @@ public final class PopSuite {
     }
 
     static String popAck() throws Exception {
-        String topic = "PopJ_" + run, group = "cg_popj_" + run;
+        String topic = "PopJ_" + suite.run, group = "cg_popj_" + suite.run;
         send(topic, 4);
         // a broker may dispatch a moment after it answered the send: pop until all four came
         List<MessageExt> got = popUntil(topic, group, 4, 60_000, 10);
@@ -192,7 +182,7 @@ public final class PopSuite {
     }
 
     static String longPoll() throws Exception {
-        String topic = "PopJL_" + run, group = "cg_popjl_" + run;
+        String topic = "PopJL_" + suite.run, group = "cg_popjl_" + suite.run;
         send(topic, 1);  // the topic exists with this one message
         List<MessageExt> first = popUntil(topic, group, 1, 60_000, 10);
         if (first.size() != 1 || ack(topic, group, first.get(0)) != AckStatus.OK) {
@@ -217,7 +207,7 @@ public final class PopSuite {
     }
 
     static String redelivery() throws Exception {
-        String topic = "PopJR_" + run, group = "cg_popjr_" + run;
+        String topic = "PopJR_" + suite.run, group = "cg_popjr_" + suite.run;
         send(topic, 2);
         List<MessageExt> first = popUntil(topic, group, 2, 2000, 10);
         if (first.size() != 2) {
@@ -248,7 +238,7 @@ public final class PopSuite {
     }
 
     static String changeInvisible() throws Exception {
-        String topic = "PopJC_" + run, group = "cg_popjc_" + run;
+        String topic = "PopJC_" + suite.run, group = "cg_popjc_" + suite.run;
         send(topic, 1);
         List<MessageExt> first = popUntil(topic, group, 1, 300_000, 10);
         if (first.size() != 1) {
@@ -265,7 +255,7 @@ public final class PopSuite {
         h.setOffset(ExtraInfoUtil.getQueueOffset(f));
         h.setInvisibleTime(1000L);
         CompletableFuture<AckResult> r = ackFuture();
-        api.changeInvisibleTimeAsync(brokerName, broker, h, 5000, callback(r));
+        suite.api.changeInvisibleTimeAsync(brokerName, suite.broker, h, 5000, callback(r));
         AckResult ar = r.get(10, TimeUnit.SECONDS);
         if (ar.getStatus() != AckStatus.OK || ar.getExtraInfo() == null) {
             return "change invisible time: " + ar;
@@ -279,7 +269,7 @@ public final class PopSuite {
     }
 
     static String batchAck() throws Exception {
-        String topic = "PopJB_" + run, group = "cg_popjb_" + run;
+        String topic = "PopJB_" + suite.run, group = "cg_popjb_" + suite.run;
         send(topic, 3);
         List<MessageExt> got = popUntil(topic, group, 3, 2000, 10);
         if (got.size() != 3) {
@@ -290,7 +280,7 @@ public final class PopSuite {
             extras.add(m.getProperty(MessageConst.PROPERTY_POP_CK));
         }
         CompletableFuture<AckResult> r = ackFuture();
-        api.batchAckMessageAsync(broker, 5000, callback(r), topic, group, extras);
+        suite.api.batchAckMessageAsync(suite.broker, 5000, callback(r), topic, group, extras);
         if (r.get(10, TimeUnit.SECONDS).getStatus() != AckStatus.OK) {
             return "batch ack refused";
         }
@@ -300,7 +290,7 @@ public final class PopSuite {
     }
 
     static String orderly() throws Exception {
-        String topic = "PopJO_" + run, group = "cg_popjo_" + run;
+        String topic = "PopJO_" + suite.run, group = "cg_popjo_" + suite.run;
         send(topic, 3);
         PopResult r = null;
         for (int i = 0; i < 10 && (r == null || r.getPopStatus() != PopStatus.FOUND); i++) {
