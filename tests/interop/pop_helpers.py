@@ -16,26 +16,31 @@ from .harness import java_cmd
 REVIVE_PREFIX = "rmq_sys_REVIVE_LOG_"
 
 
-def run_java_suite(cls: str, broker, tmp_path_factory, runs: dict[str, dict[str, dict]],
-                   timeout: float) -> dict[str, dict]:
-    """The verdicts of Java suite `cls` against `broker` by scenario, run once per broker kind (cached in `runs`);
+_RUNS: dict[tuple[str, str], dict[str, dict]] = {}  # (suite, broker kind) -> verdicts by scenario
+
+
+def run_java_suite(cls: str, broker, tmp_path_factory, timeout: float) -> dict[str, dict]:
+    """The verdicts of Java suite `cls` against `broker` by scenario, run once per suite and broker kind;
     "_stderr" holds the tail of its stderr for the failure messages."""
-    if broker.kind not in runs:
+    key = (cls, broker.kind)
+    if key not in _RUNS:
         home = tmp_path_factory.mktemp(f"{cls.lower()}-{broker.kind}")
         p = subprocess.run(java_cmd(cls, "--namesrv", broker.namesrv, "--broker", broker.broker,
                                     "--run", str(int(time.time())), home=home),
                            capture_output=True, timeout=timeout)
         (home / "stderr.txt").write_bytes(p.stderr)
         lines = [json.loads(x) for x in p.stdout.decode().splitlines() if x.startswith("{")]
-        runs[broker.kind] = {r["scenario"]: r for r in lines}
-        runs[broker.kind]["_stderr"] = {"detail": p.stderr.decode(errors="replace")[-2000:]}
-    return runs[broker.kind]
+        _RUNS[key] = {r["scenario"]: r for r in lines}
+        _RUNS[key]["_stderr"] = {"detail": p.stderr.decode(errors="replace")[-2000:]}
+    return _RUNS[key]
 
 
-def assert_scenario_ok(results: dict[str, dict], scenario: str, kind: str) -> None:
+def assert_java_scenario_ok(cls: str, broker, tmp_path_factory, scenario: str, timeout: float) -> None:
+    """`scenario` of Java suite `cls` (run once for all its scenarios) passed against `broker`."""
+    results = run_java_suite(cls, broker, tmp_path_factory, timeout)
     r = results.get(scenario)
     assert r is not None, f"no result for {scenario}: {results['_stderr']['detail']}"
-    assert r["ok"], f"{scenario} against {kind}: {r['detail']}"
+    assert r["ok"], f"{scenario} against {broker.kind}: {r['detail']}"
 
 
 def revive_messages(store: Path, marker: bytes, *, on_timer_only: bool = False) -> Iterator[tuple]:

@@ -19,22 +19,17 @@ from rmqtool.layouts.message import decode_record
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import connect
 
-from .pop_helpers import assert_scenario_ok, revive_messages, run_java_suite
+from .pop_helpers import assert_java_scenario_ok, revive_messages
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(400)]
 
 SCENARIOS = ["pop-ack", "long-poll", "redelivery", "change-invisible", "batch-ack", "orderly"]
-_RUNS: dict[str, dict[str, dict]] = {}
-
-
-def suite_results(broker, tmp_path_factory) -> dict[str, dict]:
-    return run_java_suite("PopSuite", broker, tmp_path_factory, _RUNS, timeout=360)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_java_client_pop_mode(any_broker, tmp_path_factory, scenario):
-    assert_scenario_ok(suite_results(any_broker, tmp_path_factory), scenario, any_broker.kind)
+    assert_java_scenario_ok("PopSuite", any_broker, tmp_path_factory, scenario, timeout=360)
 
 
 async def _probe(addr: str, topic: str, group: str) -> dict[str, tuple]:

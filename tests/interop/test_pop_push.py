@@ -18,22 +18,17 @@ import pytest
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import connect
 
-from .pop_helpers import assert_scenario_ok, run_java_suite
+from .pop_helpers import assert_java_scenario_ok
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
 SCENARIOS = ["consume-all", "reconsume-later"]
-_RUNS: dict[str, dict[str, dict]] = {}
-
-
-def suite_results(broker, tmp_path_factory) -> dict[str, dict]:
-    return run_java_suite("PopPushSuite", broker, tmp_path_factory, _RUNS, timeout=240)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_java_push_consumer_in_pop_mode(any_broker, tmp_path_factory, scenario):
-    assert_scenario_ok(suite_results(any_broker, tmp_path_factory), scenario, any_broker.kind)
+    assert_java_scenario_ok("PopPushSuite", any_broker, tmp_path_factory, scenario, timeout=240)
 
 
 def _heartbeat(client_id: str, group: str, topic: str, model: str = "CLUSTERING") -> bytes:
