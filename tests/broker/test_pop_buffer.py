@@ -34,14 +34,21 @@ def tags(rows: list[dict]) -> list[str]:
     return sorted(str(row["tag"]) for row in rows)
 
 
+def sent_and_popped(w: Wire, broker: str, topic: str, group: str, n: int, invisible: int) -> list[tuple]:
+    """`n` messages sent to a new one-queue `topic`, then popped by `group` in one pop: (message, handle)."""
+    create_topic(broker, topic, 1)
+    send(w, topic, n)
+    got = handles(w.request(200050, pop_ext(topic, group, invisible=invisible)))
+    assert len(got) == n, [m.body for m, _ in got]
+    return got
+
+
 def test_pop_then_ack_in_the_window_stores_no_checkpoint(tmp_path):
     serve = ServeProcess(tmp_path / "store", BUFFER_CONF)
     w = Wire(serve.broker)
     try:
-        create_topic(serve.broker, "PopBuf", 1)
-        send(w, "PopBuf", 3)
         # 10 s: an ack merges while the revive time is 4.5 s away (room for a loaded machine)
-        got = handles(w.request(200050, pop_ext("PopBuf", "cg_buf", invisible=10_000)))
+        got = sent_and_popped(w, serve.broker, "PopBuf", "cg_buf", 3, invisible=10_000)
         assert [m.body for m, _ in got] == [b"m0", b"m1", b"m2"]
         for _m, h in got:
             assert ack(w, "cg_buf", "PopBuf", h).code == 0
@@ -63,10 +70,7 @@ def test_a_stop_stores_the_buffer_and_the_message_comes_back_after_restart(tmp_p
     serve = ServeProcess(store, BUFFER_CONF)
     w = Wire(serve.broker)
     try:
-        create_topic(serve.broker, "PopBufS", 1)
-        send(w, "PopBufS", 2)
-        got = handles(w.request(200050, pop_ext("PopBufS", "cg_bufs", invisible=10_000)))
-        assert len(got) == 2
+        got = sent_and_popped(w, serve.broker, "PopBufS", "cg_bufs", 2, invisible=10_000)
         assert ack(w, "cg_bufs", "PopBufS", got[0][1]).code == 0
         assert revive_records(store, "cg_bufs") == []  # held: nothing stored yet
     finally:
@@ -90,10 +94,7 @@ def test_kill_9_with_a_buffered_checkpoint_loses_no_unacked_message(tmp_path):
     serve = ServeProcess(store, BUFFER_CONF)
     w = Wire(serve.broker)
     try:
-        create_topic(serve.broker, "PopBufK", 1)
-        send(w, "PopBufK", 4)
-        got = handles(w.request(200050, pop_ext("PopBufK", "cg_bufk", invisible=60_000)))
-        assert len(got) == 4
+        got = sent_and_popped(w, serve.broker, "PopBufK", "cg_bufk", 4, invisible=60_000)
         for m, h in got:
             if m.body in (b"m0", b"m2"):
                 assert ack(w, "cg_bufk", "PopBufK", h).code == 0
