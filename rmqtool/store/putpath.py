@@ -21,7 +21,7 @@ from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH
 from rmqtool.layouts.message import MessageExt, encode_records_parts, topic_field
 from rmqtool.layouts.msgid import create_offset_msg_id
 from rmqtool.layouts.net import Host
-from rmqtool.store.batchput import BatchPutResult, put_batch
+from rmqtool.store.batchput import BatchPutResult, put_batch, put_bodies
 from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import DispatchRequest
 
@@ -178,6 +178,14 @@ class PutPath:
             raise StoreError("store opened read-only")
         return put_batch(self, topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags,
                          bodies, props_list)
+
+    def put_bodies(self, topic: str, queue_id: int, bodies: list[bytes], properties: dict[str, str],
+                   uniq_keys: list[str], born_timestamp: int, born_host: Host) -> BatchPutResult | None:
+        """Bodies sharing one final property map but for their UNIQ_KEY, or None when they need
+        `put_messages` (batchput.py `put_bodies`; nothing is done then)."""
+        if self.read_only:
+            raise StoreError("store opened read-only")
+        return put_bodies(self, topic, queue_id, bodies, properties, uniq_keys, born_timestamp, born_host)
 
     def _dispatch_locked(self, msgs: list[MessageExt], now: int,
                          dispatched: list[DispatchRequest] | None) -> Iterable[tuple[str, int]]:
