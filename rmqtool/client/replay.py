@@ -285,10 +285,14 @@ class StoreTarget:
             broker.check_batch(ms)  # before any UNIQ_KEY is made: a refused batch uses none up
             for m in ms:
                 m.properties[P.UNIQ_KEY] = create(now)
-            puts = broker.send_batch(ms, checked=True)
+            stored = broker.send_records(ms)  # one topic's batch packed from its fields
+            if stored is None:
+                puts = broker.send_batch(ms, checked=True)
         except Exception:
             self._next = saved  # as if these were never chosen: the one-by-one retry picks the same queues
             raise
+        if stored is not None:
+            return _rows(stored, ms, qids)
         rows = []
         for m, qid, put in zip(ms, qids, puts, strict=True):
             status = str(getattr(put.status, "value", put.status))
@@ -299,6 +303,18 @@ class StoreTarget:
 
     def close(self) -> None:
         self.broker.close()
+
+
+def _rows(stored: Any, ms: list[MessageExt], qids: list[int]) -> list[dict[str, Any]]:
+    """`send`'s result of each message of a batch stored by `LocalBroker.send_records`."""
+    from rmqtool.layouts.msgid import host_hex
+
+    status = "SEND_OK" if stored.status == "PUT_OK" else stored.status
+    prefix, uniq, topic = host_hex(stored.store_host), P.UNIQ_KEY, ms[0].topic
+    return [{"status": status, "msgId": m.properties[uniq], "offsetMsgId": prefix + format(offset, "016X"),
+             "topic": topic, "queueId": qid, "queueOffset": queue_offset}
+            for m, qid, offset, queue_offset in zip(ms, qids, stored.wrote_offsets, stored.queue_offsets,
+                                                    strict=True)]
 
 
 REPLAY_BATCH = 256  # messages per store call when the target takes batches (StoreTarget.send_many)

@@ -60,6 +60,7 @@ class BatchPutResult:
     store_host: Host
     wrote_offsets: list[int]
     queue_offset: int
+    queue_offsets: list[int] | None = None  # each record's, when they went to several queues
 
     def offset_msg_ids(self) -> str:
         """The send answer's msgId: each record's offset msgId, comma-joined (`MessageBatch`)."""
@@ -120,14 +121,15 @@ class _Layout:
         self.pack = _FIXED[born_v6, store_v6].pack
 
 
-def put_batch(store: Any, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
-              reconsume_times: int, flags: list[int], bodies: list[bytes] | list[memoryview],
+def put_batch(store: Any, topic: str, queue_id: int | list[int], sys_flag: int, born_timestamp: int,
+              born_host: Host, reconsume_times: int, flags: list[int], bodies: list[bytes] | list[memoryview],
               props_list: list[dict[str, str]]) -> BatchPutResult | None:
-    """Append one batch of one topic and queue, or None (nothing done) when `put_messages` must.
+    """Append one batch of one topic, or None (nothing done) when `put_messages` must.
 
     The records are those `put_messages` writes for MessageExts of these fields (the store
     host is the store's, prepared transaction offset 0); `props_list` are the final property
-    maps, in the order they are stored.
+    maps, in the order they are stored. `queue_id` is the batch's queue, or one per message
+    (a producer's round robin): then the result has each message's queue offset.
     """
     if _refuses(store, sys_flag, topic) or not hooks_pass_through(store, props_list):
         return None
@@ -223,7 +225,7 @@ def put_bodies(store: Any, topic: str, queue_id: int, bodies: list[bytes], prope
                    crcs, codes, index_keys, [properties] * n)
 
 
-def _append(store: Any, topic: str, queue_id: int, layout: _Layout, born_timestamp: int, reconsume_times: int,
+def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, born_timestamp: int, reconsume_times: int,
             flags: list[int], bodies: list[bytes] | list[memoryview], props_fields: list[bytes], totals: list[int],
             crcs: list[int], tag_codes: list[int], index_keys: list[tuple[str | None, str | None]],
             props_list: list[dict[str, str]]) -> BatchPutResult | None:
@@ -243,33 +245,59 @@ def _append(store: Any, topic: str, queue_id: int, layout: _Layout, born_timesta
             return None  # a new file (and maybe a blank) first: put_messages knows how
         now = store.clock()
         table = cl.topic_queue_table
-        key = (topic, queue_id)
-        first_queue_offset = queue_offset = table.get(key, 0)
         start = pos = mf.wrote_position
         base = mf.from_offset
         parts: list[bytes] = []
         add = parts.extend
         offsets: list[int] = []
-        units: list[tuple[int, int, int, int]] = []
-        add_unit, add_offset = units.append, offsets.append
-        for flag, body, props_field, total, body_crc, tags_code in zip(flags, bodies, props_fields, totals, crcs,
-                                                                      tag_codes, strict=True):
-            phys = base + pos
-            add((pack(total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp, born_b,
-                      now, store_b, reconsume_times, 0, len(body)), body, topic_b, props_field))
-            add_unit((phys, total, tags_code, queue_offset))
-            add_offset(phys)
-            queue_offset += 1
-            pos += total
+        add_offset = offsets.append
+        queue_offsets: list[int] | None = None
+        if isinstance(queue_id, int):
+            key = (topic, queue_id)
+            first_queue_offset = queue_offset = table.get(key, 0)
+            units: list[tuple[int, int, int, int]] = []
+            add_unit = units.append
+            for flag, body, props_field, total, body_crc, tags_code in zip(flags, bodies, props_fields, totals,
+                                                                          crcs, tag_codes, strict=True):
+                phys = base + pos
+                add((pack(total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp,
+                          born_b, now, store_b, reconsume_times, 0, len(body)), body, topic_b, props_field))
+                add_unit((phys, total, tags_code, queue_offset))
+                add_offset(phys)
+                queue_offset += 1
+                pos += total
+            runs = {queue_id: units}
+            table[key] = queue_offset
+        else:  # a queue per message: each queue's offsets run on from the table's
+            nexts: dict[int, int] = {}
+            runs = {}
+            queue_offsets = []
+            add_queue_offset = queue_offsets.append
+            for qid, flag, body, props_field, total, body_crc, tags_code in zip(queue_id, flags, bodies, props_fields,
+                                                                               totals, crcs, tag_codes, strict=True):
+                queue_offset = nexts.get(qid)
+                if queue_offset is None:
+                    queue_offset = table.get((topic, qid), 0)
+                    runs[qid] = []
+                nexts[qid] = queue_offset + 1
+                phys = base + pos
+                add((pack(total, magic, body_crc, qid, flag, queue_offset, phys, sys_flag, born_timestamp,
+                          born_b, now, store_b, reconsume_times, 0, len(body)), body, topic_b, props_field))
+                runs[qid].append((phys, total, tags_code, queue_offset))
+                add_offset(phys)
+                add_queue_offset(queue_offset)
+                pos += total
+            for qid, queue_offset in nexts.items():
+                table[topic, qid] = queue_offset
+            first_queue_offset = queue_offsets[0]
         cl.write_run_locked(mf, start, b"".join(parts))
-        table[key] = queue_offset
         cl.last_store_timestamp = now
         store._refused = 0
-        _dispatch(store, topic, queue_id, units, index_keys, now)
+        _dispatch(store, topic, runs, offsets, index_keys, now)
         end = cl.max_offset
     status = "PUT_OK"
     if store.arrival_listeners:
-        store._notify_arrivals(((topic, queue_id),))
+        store._notify_arrivals([(topic, qid) for qid in runs])
     if store.sync_flush and store.flush_service is not None:
         fs = store.flush_service
         if not fs.wait_flushed(end, config.sync_flush_timeout / 1000):
@@ -282,19 +310,21 @@ def _append(store: Any, topic: str, queue_id: int, layout: _Layout, born_timesta
         ha_status = ha.handle_ha(end, waiting)
         if ha_status is not None:
             status = str(getattr(ha_status, "value", ha_status))
-    return BatchPutResult(status, store.store_host, offsets, first_queue_offset)
+    return BatchPutResult(status, store.store_host, offsets, first_queue_offset, queue_offsets)
 
 
-def _dispatch(store: Any, topic: str, queue_id: int, units: list[tuple[int, int, int, int]],
+def _dispatch(store: Any, topic: str, runs: dict[int, list[tuple[int, int, int, int]]], offsets: list[int],
               index_keys: list[tuple[str | None, str | None]], now: int) -> None:
-    """The queue's units and the index keys (`Dispatcher.dispatch_appended` for one queue)."""
+    """Each queue's units and the index keys in record order (`Dispatcher.dispatch_appended`)."""
     dispatcher = store.dispatcher
     try:
-        dispatcher.cqs.find_or_create(topic, queue_id).put_batch(units)
+        find = dispatcher.cqs.find_or_create
+        for qid, units in runs.items():
+            find(topic, qid).put_batch(units)
         dispatcher.last_cq_store_timestamp = now
         index = dispatcher.index
         if index is not None:
-            index.build_index_batch([(topic, unit[0], now, uniq, keys)
-                                     for unit, (uniq, keys) in zip(units, index_keys, strict=True)])
+            index.build_index_batch([(topic, phys, now, uniq, keys)
+                                     for phys, (uniq, keys) in zip(offsets, index_keys, strict=True)])
     except (StoreError, OSError) as e:
         store.dispatch_failed(e)

@@ -169,11 +169,12 @@ class PutPath:
                     r.status = status
         return results
 
-    def put_batch(self, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
+    def put_batch(self, topic: str, queue_id: int | list[int], sys_flag: int, born_timestamp: int, born_host: Host,
                   reconsume_times: int, flags: list[int], bodies: list[bytes] | list[memoryview],
                   props_list: list[dict[str, str]]) -> BatchPutResult | None:
-        """One client batch of one topic and queue without a MessageExt per message, or None
-        when it needs `put_messages` (store/batchput.py says when; nothing is done then)."""
+        """One client batch of one topic (one queue, or one per message) without a MessageExt
+        per message, or None when it needs `put_messages` (store/batchput.py says when; nothing
+        is done then)."""
         if self.read_only:
             raise StoreError("store opened read-only")
         return put_batch(self, topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags,

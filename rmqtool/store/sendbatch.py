@@ -163,3 +163,40 @@ def send_bodies(local: Any, topic: str, queue_id: int, bodies: list[bytes], prop
     first[P.CLUSTER] = local.config.broker_cluster_name
     stored = P.broker_order(first, owned=True)
     return local.store.put_bodies(topic, queue_id, bodies, stored, uniq_keys, born_timestamp, _CLIENT_BORN_HOST)
+
+
+def send_records(local: Any, msgs: list[MessageExt]) -> BatchPutResult | None:
+    """`send_batch(msgs, checked=True)` of messages of one topic with one born time, born host,
+    sysFlag and reconsume count (a replay's batch), packed from their fields by one
+    `MessageStore.put_batch` with a queue per message; None, with nothing stored, when they
+    are not such a batch or the store declines (the caller then calls `send_batch`, which
+    stores the same: what this has done to the messages is what `send_batch` does first)."""
+    if not msgs or local.read_only:
+        return None
+    m0 = msgs[0]
+    topic, born, born_host, sys_flag, reconsume = (m0.topic, m0.born_timestamp, m0.born_host, m0.sys_flag,
+                                                   m0.reconsume_times)
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or not born:
+        return None
+    for m in msgs:
+        if (m.topic != topic or m.born_timestamp != born or m.born_host != born_host or m.sys_flag != sys_flag
+                or m.reconsume_times != reconsume or m.queue_id < 0):
+            return None
+    tc = local._writable_topic(topic)
+    queue_nums = max(tc.write_queue_nums, tc.read_queue_nums)
+    cluster, broker_order, uniq_key, cluster_key = local.config.broker_cluster_name, P.broker_order, P.UNIQ_KEY, \
+        P.CLUSTER
+    clock, create, store_host = local.clock, local.uniq_keys.create, local.store_host
+    maps = []
+    for m in msgs:  # LocalBroker.send_batch's preparation of each message
+        if m.queue_id >= queue_nums:
+            raise InvalidMessage(f"request queueId[{m.queue_id}] is illegal, topic {topic} has {queue_nums} queues")
+        props = dict(m.properties)
+        if not props.get(uniq_key):
+            props[uniq_key] = create(clock())
+        props[cluster_key] = cluster
+        m.properties = props = broker_order(props, owned=True)
+        m.store_host = store_host
+        maps.append(props)
+    return local.store.put_batch(topic, [m.queue_id for m in msgs], sys_flag, born, born_host, reconsume,
+                                 [m.flag for m in msgs], [m.body for m in msgs], maps)
