@@ -140,30 +140,33 @@ def put_batch(store: Any, topic: str, queue_id: int | list[int], sys_flag: int, 
     fixed_size = layout.fixed_size
     max_size = store.config.max_message_size
     pjoin, nvjoin, psep, i16 = P.PROPERTY_SEPARATOR.join, P.NAME_VALUE_SEPARATOR.join, P.PROPERTY_SEPARATOR, _I16.pack
-    # outside the lock: everything but the queue offset, position and store time
+    # outside the lock, in one pass: everything but the queue offset, position and store time
     props_fields: list[bytes] = []
     totals: list[int] = []
     crcs: list[int] = []
+    codes: list[int] = []
+    index_keys: list[tuple[str | None, str | None]] = []
+    add_field, add_total, add_crc, add_code, add_keys = (props_fields.append, totals.append, crcs.append,
+                                                         codes.append, index_keys.append)
+    tag_codes: dict[str | None, int] = {}
+    tags_key, uniq, keys = P.TAGS, P.UNIQ_KEY, P.KEYS
     try:
         for body, props in zip(bodies, props_list, strict=True):
             props_b = (pjoin(map(nvjoin, props.items())) + psep).encode("utf-8") if props else b""
             if len(props_b) > MAX_PROPERTIES_LENGTH or len(body) > max_size:
                 return None  # put_messages refuses it, with its words
-            props_fields.append(i16(len(props_b)) + props_b)
-            totals.append(fixed_size + len(body) + len(props_b))
-            crcs.append(crc32(body) & 0x7FFFFFFF)
+            add_field(i16(len(props_b)) + props_b)
+            add_total(fixed_size + len(body) + len(props_b))
+            add_crc(crc32(body) & 0x7FFFFFFF)
+            get = props.get
+            tags = get(tags_key)
+            code = tag_codes.get(tags)
+            if code is None:
+                code = tag_codes[tags] = java_string_hash(tags) if tags else 0
+            add_code(code)
+            add_keys((get(uniq), get(keys)))
     except TypeError:  # a None or non-str entry: the encoder's slow path
         return None
-    tag_codes: dict[str | None, int] = {}
-    codes = []
-    for props in props_list:
-        tags = props.get(P.TAGS)
-        code = tag_codes.get(tags)
-        if code is None:
-            code = tag_codes[tags] = java_string_hash(tags) if tags else 0
-        codes.append(code)
-    uniq, keys = P.UNIQ_KEY, P.KEYS
-    index_keys = [(props.get(uniq), props.get(keys)) for props in props_list]
     return _append(store, topic, queue_id, layout, born_timestamp, reconsume_times, flags, bodies, props_fields,
                    totals, crcs, codes, index_keys, props_list)
 
