@@ -72,7 +72,10 @@ def _run_cli(args: list[str], stdin: Path) -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(stdin, "rb") as src, open(os.devnull, "wb") as out, open(os.devnull, "wb") as err:
         t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "rmqtool", *args], stdin=src, stdout=out, stderr=err, env=env)
+        # cwd: `python -m` puts the working directory first on sys.path, ahead of PYTHONPATH; run
+        # from another checkout, the command would otherwise time that checkout's code
+        proc = subprocess.Popen([sys.executable, "-m", "rmqtool", *args], stdin=src, stdout=out, stderr=err, env=env,
+                                cwd=ROOT)
         _, status, usage = os.wait4(proc.pid, 0)
         dt = time.perf_counter() - t
     proc.returncode = os.waitstatus_to_exitcode(status)

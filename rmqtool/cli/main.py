@@ -2,6 +2,10 @@
 
 Errors of our own (`rmqtool.errors.RmqError`) become one line on stderr and the exit code of
 cli.md here, in one place; `--debug` lets the traceback through.
+
+`main()` imports only the module of the command it runs (`rmqtool send` has no use for the
+dissectors `inspect` loads): a shell pipe pays the start-up of each process. `app`, as
+imported by the tests and the man pages, has every command.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from rmqtool import __version__
 from rmqtool.cli.helpfmt import RmqGroup
 from rmqtool.errors import RmqError, StoreLocked
 
-app = typer.Typer(
+_app = typer.Typer(
     name="rmqtool",
     help="Run and dissect Apache RocketMQ 5.x message stores and brokers.",
     no_args_is_help=True,
@@ -39,7 +43,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@_app.callback()
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
@@ -50,20 +54,52 @@ def _root(
     _debug = debug
 
 
-for _name in COMMANDS:
-    try:
-        _mod = importlib.import_module(f"rmqtool.cli.{_name}")
-    except ModuleNotFoundError as _e:  # a command still being built
-        if _e.name != f"rmqtool.cli.{_name}":
-            raise
-        continue
-    _mod.register(app)
+# module -> the commands and groups its `register` added
+_registered: dict[str, tuple[list[object], list[object]]] = {}
+
+
+def _register(names: list[str]) -> None:
+    """Import and register the commands `names`; the app lists them in COMMANDS order whatever
+    the order of the calls (the root help prints them so)."""
+    for name in names:
+        if name in _registered:
+            continue
+        _registered[name] = ([], [])
+        try:
+            mod = importlib.import_module(f"rmqtool.cli.{name}")
+        except ModuleNotFoundError as e:  # a command still being built
+            if e.name != f"rmqtool.cli.{name}":
+                raise
+            continue
+        commands, groups = len(_app.registered_commands), len(_app.registered_groups)
+        mod.register(_app)
+        _registered[name] = (_app.registered_commands[commands:], _app.registered_groups[groups:])
+    _app.registered_commands[:] = [c for n in COMMANDS if n in _registered for c in _registered[n][0]]
+    _app.registered_groups[:] = [g for n in COMMANDS if n in _registered for g in _registered[n][1]]
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`app` with every command (module attribute made at first use)."""
+    if name == "app":
+        _register(COMMANDS)
+        return _app
+    raise AttributeError(name)
+
+
+def _command_named(argv: list[str]) -> str | None:
+    """The command of a command line (the first word that is not a root option), if one we know."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
 def main() -> None:
+    command = _command_named(sys.argv[1:])
+    _register([command] if command else COMMANDS)
     try:
         # non-standalone click returns typer.Exit's code instead of raising it
-        rc = app(standalone_mode=False, prog_name="rmqtool")
+        rc = _app(standalone_mode=False, prog_name="rmqtool")
         sys.exit(rc if isinstance(rc, int) else 0)
     except RmqError as e:
         if _debug:

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import typer
 
 from rmqtool.cli import common
+from rmqtool.cli.sendresults import ResultPrinter, Stored, _json_result, _results  # noqa: F401 (_json_result: tests)
 from rmqtool.cli.sendstream import batches
 from rmqtool.errors import InvalidInput, InvalidMessage
 from rmqtool.layouts import properties as P
@@ -44,7 +45,6 @@ RESERVED_PROPERTIES = frozenset({
 STORE_CHUNK = 256  # messages per store call when sending stdin lines one by one
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024  # DefaultMQProducer.maxMessageSize
 ASYNC_FLUSH_INTERVAL_S = 0.5  # MessageStoreConfig.flushIntervalCommitLog
-RESULT_COLUMNS = ["status", "msgId", "offsetMsgId", "topic", "queueId", "queueOffset"]
 
 
 def client_order(props: dict[str, str]) -> dict[str, str]:
@@ -157,6 +157,12 @@ def send(
     failed = False
     try:
         for bodies in source:
+            stored = sender.send_bodies(build, bodies) if sender.takes_bodies() else None
+            if stored is not None:  # the batches as records, no MessageExt per line
+                printer.write_stored(stored)
+                sent += sum(len(s.offsets) for s in stored)
+                failed = failed or any(s.status != "SEND_OK" for s in stored)
+                continue
             msgs = build.messages(bodies)
             check_messages(msgs, batch, each=sender.needs_checks())
             results = sender.send(msgs)
@@ -194,15 +200,22 @@ class MessageBuilder:
         self.values = [fixed.get(k, "") for k in self.order]
         self.uniq_at = self.order.index(P.UNIQ_KEY)
 
-    def messages(self, bodies: list[bytes]) -> list[MessageExt]:
-        now = int(time.time() * 1000)
-        topic, order, values, at, create = self.topic, self.order, list(self.values), self.uniq_at, self.uniq.create
+    def messages(self, bodies: list[bytes], uniq_keys: list[str] | None = None,
+                 now: int | None = None) -> list[MessageExt]:
+        """One MessageExt per body; `uniq_keys` (one per body) instead of new ids when given."""
+        now = int(time.time() * 1000) if now is None else now
+        topic, order, values, at = self.topic, self.order, list(self.values), self.uniq_at
+        keys = self.uniq.create_many(now, len(bodies)) if uniq_keys is None else uniq_keys
         out = []
-        for b in bodies:
-            values[at] = create(now)
+        for b, u in zip(bodies, keys, strict=True):
+            values[at] = u
             out.append(MessageExt(topic=topic, body=b, properties=dict(zip(order, values, strict=True)),
                                   born_timestamp=now))
         return out
+
+    def properties(self) -> dict[str, str]:
+        """Every message's map in the client's order, UNIQ_KEY empty (each message has its own)."""
+        return dict(zip(self.order, self.values, strict=True))
 
 
 def check_messages(msgs: list[MessageExt], batch: int, *, each: bool = True) -> None:
@@ -284,17 +297,52 @@ class EmbeddedSender:
             qids = [m.queue_id for m in chunk]
             puts = self.broker.send_batch(chunk)
             results += _results(puts, topic, qids)
+        self._flush_due()
+        return results
+
+    def _flush_due(self) -> None:
         if time.monotonic() - self.flushed_at >= ASYNC_FLUSH_INTERVAL_S:
             # what a broker's FlushRealTimeService does with ASYNC_FLUSH; it also lets the store
             # drop written pages from this process's memory, which a long stream would grow
             self.broker.store.flush()
             self.flushed_at = time.monotonic()
-        return results
 
     def needs_checks(self) -> bool:
         """Before the store is open, the command checks each message itself (so bad input creates
         nothing); once it is, the store's check of each batch does it."""
         return self.broker is None
+
+    def takes_bodies(self) -> bool:
+        """Batches go in as bodies once the store is open (the first one went through `send`)."""
+        return self.batch > 1 and self.broker is not None
+
+    def send_bodies(self, build: MessageBuilder, bodies: list[bytes]) -> list[Stored] | None:
+        """`send` of these lines' messages without making them (`LocalBroker.send_bodies` per
+        batch); None, with nothing sent, when the first batch needs the MessageExt path."""
+        now = int(time.time() * 1000)
+        props = build.properties()
+        topic, size = build.topic, self.batch
+        out: list[Stored] = []
+        for i in range(0, len(bodies), size):
+            chunk = bodies[i:i + size]
+            total = sum(map(len, chunk))
+            if total > MAX_MESSAGE_SIZE:
+                raise InvalidMessage(f"a batch of {total} body bytes is over the max message size {MAX_MESSAGE_SIZE}")
+            qid = self._queue_id()
+            uniq_keys = build.uniq.create_many(now, len(chunk))
+            put = self.broker.send_bodies(topic, qid, chunk, props, uniq_keys, now)
+            if put is None:  # what put_bodies does not take: the same messages one object each
+                msgs = build.messages(chunk, uniq_keys, now)
+                for m in msgs:
+                    m.queue_id = qid
+                results = _results(self.broker.send_batch(msgs, checked=True), topic, [qid] * len(msgs))
+                out.append(Stored.of_results(results))
+                continue
+            status = "SEND_OK" if put.status == "PUT_OK" else put.status
+            out.append(Stored(status, topic, qid, uniq_keys, put.wrote_offsets, put.queue_offset,
+                              host_hex(put.store_host)))
+        self._flush_due()
+        return out
 
     def close(self) -> None:
         if self.broker is not None:
@@ -314,6 +362,9 @@ class NetworkSender:
     def needs_checks(self) -> bool:
         return True  # what a client checks before it sends (the broker checks again)
 
+    def takes_bodies(self) -> bool:
+        return False
+
     def send(self, msgs: list[MessageExt]) -> list[dict[str, Any]]:
         if self.producer is None:
             from rmqtool.client import Producer
@@ -327,72 +378,6 @@ class NetworkSender:
         if self.producer is not None:
             self.producer.shutdown()
             self.producer = None
-
-
-def _results(puts: list[Any], topic: str, queue_ids: list[int]) -> list[dict[str, Any]]:
-    """Java's SendResult of each put: the queue the producer chose, the store's queue offset and
-    ids; what is the same for the whole batch (status names, the store host's hex) worked out once."""
-    out = []
-    names: dict[Any, str] = {}
-    host: Any = None
-    prefix = ""
-    uniq = P.UNIQ_KEY
-    for put, queue_id in zip(puts, queue_ids, strict=True):
-        status = put.status
-        name = names.get(status)
-        if name is None:
-            text = str(getattr(status, "value", status))
-            name = names[status] = "SEND_OK" if text == "PUT_OK" else text
-        msg = put.msg
-        offset = put.wrote_offset
-        if msg.store_host is not host:
-            host = msg.store_host
-            prefix = host_hex(host)
-        offset_id = prefix + format(offset, "016X") if 0 <= offset <= 0x7FFFFFFFFFFFFFFF else put.offset_msg_id
-        out.append({"status": name, "msgId": msg.properties.get(uniq) or offset_id, "offsetMsgId": offset_id,
-                    "topic": topic, "queueId": queue_id, "queueOffset": put.queue_offset})
-    return out
-
-
-class ResultPrinter:
-    """One result per message on stdout, written (and flushed) once per batch sent; `quiet`
-    prints none, only a summary on stderr at the end (the fast path of a big pipe)."""
-
-    def __init__(self, json_out: bool, quiet: bool = False) -> None:
-        self.json = common.choose_format(None, json_out) == "json"
-        self.quiet = quiet
-        self.out = sys.stdout
-        self.counts: dict[str, int] = {}
-        self.t0 = time.monotonic()
-
-    def write(self, results: list[dict[str, Any]]) -> None:
-        if self.quiet:
-            for r in results:
-                self.counts[r["status"]] = self.counts.get(r["status"], 0) + 1
-            return
-        if not self.json:
-            common.print_table(results, RESULT_COLUMNS)
-            return
-        self.out.write("".join(map(_json_result, results)))
-        self.out.flush()
-
-    def summary(self) -> None:
-        if self.quiet:
-            n = sum(self.counts.values())
-            by = ", ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-            common.warn(f"send: {n} message(s) in {time.monotonic() - self.t0:.2f}s" + (f" ({by})" if by else ""))
-
-
-def _json_result(r: dict[str, Any]) -> str:
-    """A result as a JSON line. Its strings are a validated topic name, hex ids and status names
-    (nothing to escape), so a format string writes the same text as a JSON encoder, faster."""
-    if r.keys() != _RESULT_KEYS or not isinstance(r["queueOffset"], int) or not isinstance(r["queueId"], int):
-        return common.json_line(r) + "\n"
-    return (f'{{"status":"{r["status"]}","msgId":"{r["msgId"]}","offsetMsgId":"{r["offsetMsgId"]}",'
-            f'"topic":"{r["topic"]}","queueId":{r["queueId"]},"queueOffset":{r["queueOffset"]}}}\n')
-
-
-_RESULT_KEYS = {"status": 0, "msgId": 0, "offsetMsgId": 0, "topic": 0, "queueId": 0, "queueOffset": 0}.keys()
 
 
 def register(app: typer.Typer) -> None:

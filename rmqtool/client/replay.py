@@ -11,6 +11,7 @@ and carries ORIGIN_MESSAGE_ID (the first msgId it had), like a retry does.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import mmap
 import os
@@ -160,42 +161,62 @@ def from_network_dlq(namesrv: str, group: str, *, to_topic: str | None = None, w
 
 def from_json_lines(lines: Iterable[str], *, to_topic: str | None = None,
                     warn: Callable[[str], None] | None = None) -> Iterator[ReplayItem]:
-    """Objects as `consume` / `inspect` print them: topic, body or bodyBase64, properties, flag, msgId."""
+    """Objects as `consume` / `inspect` print them: topic, body or bodyBase64, properties, flag, msgId.
+
+    orjson parses each line (its surrounding white space included); json takes what orjson
+    refuses (NaN, huge integers). Base64 bodies are decoded by binascii; a property map of
+    string values (what `consume` prints) is copied as it is.
+    """
+    loads, decode_error, a2b = orjson.loads, orjson.JSONDecodeError, binascii.a2b_base64
+    tags_key, keys_key, uniq_key, origin_key = P.TAGS, P.KEYS, P.UNIQ_KEY, P.ORIGIN_MESSAGE_ID
     for n, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line:
-            continue
         try:
             try:
-                o = orjson.loads(line)
-            except orjson.JSONDecodeError:  # what orjson refuses (NaN, huge integers) json may take
-                o = json.loads(line)
-            if "bodyBase64" in o:
-                body = base64.b64decode(o["bodyBase64"])
-            elif "body" in o and o["body"] is not None:
-                body = str(o["body"]).encode("utf-8")
+                o = loads(line)
+            except decode_error:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    o = loads(line)
+                except decode_error:  # what orjson refuses (NaN, huge integers) json may take
+                    o = json.loads(line)
+            get = o.get
+            b64 = get("bodyBase64")
+            if b64 is not None or "bodyBase64" in o:
+                body = a2b(b64) if type(b64) is str else base64.b64decode(b64)  # the same, without its checks
             else:
-                raise ValueError("no body or bodyBase64")
-            props = {str(k): str(v) for k, v in (o.get("properties") or {}).items() if v is not None}
-            for key, prop in (("tags", P.TAGS), ("keys", P.KEYS)):
-                if o.get(key) and prop not in props:
-                    props[prop] = str(o[key])
-            topic = to_topic or o.get("topic")
+                text = get("body")
+                if text is None:
+                    raise ValueError("no body or bodyBase64")
+                body = text.encode("utf-8") if type(text) is str else str(text).encode("utf-8")
+            raw = get("properties") or {}
+            props = dict(raw) if type(raw) is dict else {str(k): str(v) for k, v in raw.items() if v is not None}
+            for v in props.values():
+                if type(v) is not str:  # not as consume prints them: made strings, None left out
+                    props = {str(k): str(v) for k, v in raw.items() if v is not None}
+                    break
+            for key, prop in (("tags", tags_key), ("keys", keys_key)):
+                value = get(key)
+                if value and prop not in props:
+                    props[prop] = str(value)
+            topic = to_topic or get("topic")
             if not topic:
                 raise ValueError("no topic (give --to-topic)")
-            m = MessageExt(str(topic), body, properties=props, flag=int(o.get("flag") or 0),
-                           queue_id=int(o.get("queueId") or 0), queue_offset=int(o.get("queueOffset") or 0),
-                           store_timestamp=int(o.get("storeTimestamp") or 0),
-                           born_timestamp=int(o.get("bornTimestamp") or 0))
-            if o.get("msgId") and P.UNIQ_KEY not in props and P.ORIGIN_MESSAGE_ID not in props:
-                props[P.ORIGIN_MESSAGE_ID] = str(o["msgId"])
-            if o.get("storeHost") and o.get("commitLogOffset") is not None:
+            m = MessageExt(str(topic), body, properties=props, flag=int(get("flag") or 0),
+                           queue_id=int(get("queueId") or 0), queue_offset=int(get("queueOffset") or 0),
+                           store_timestamp=int(get("storeTimestamp") or 0),
+                           born_timestamp=int(get("bornTimestamp") or 0))
+            msg_id = get("msgId")
+            if msg_id and uniq_key not in props and origin_key not in props:
+                props[origin_key] = str(msg_id)
+            if get("storeHost") and get("commitLogOffset") is not None:
                 try:
                     m.store_host = Host.parse(str(o["storeHost"]))
                     m.commit_log_offset = int(o["commitLogOffset"])
                 except ValueError:
                     pass
-        except (ValueError, TypeError, AttributeError) as e:
+        except (ValueError, TypeError, AttributeError, binascii.Error) as e:
             raise InvalidInput(f"JSON Lines input, line {n}: {e}") from None
         yield ReplayItem(m, str(topic))
 
@@ -265,7 +286,7 @@ class StoreTarget:
         the same queues, records and results as one `send` after the other. Raises, storing
         nothing, when any message is refused (the caller then sends them one by one)."""
         now = int(time.time() * 1000)
-        create, broker = self.uniq.create, self.broker
+        broker = self.broker
         saved, nexts = self._next, dict(self._next)
         self._next = nexts
         ms, qids = [], []
@@ -283,12 +304,16 @@ class StoreTarget:
             qids.append(qid)
         try:
             broker.check_batch(ms)  # before any UNIQ_KEY is made: a refused batch uses none up
-            for m in ms:
-                m.properties[P.UNIQ_KEY] = create(now)
-            puts = broker.send_batch(ms, checked=True)
+            for m, uniq in zip(ms, self.uniq.create_many(now, len(ms)), strict=True):
+                m.properties[P.UNIQ_KEY] = uniq
+            stored = broker.send_records(ms)  # one topic's batch packed from its fields
+            if stored is None:
+                puts = broker.send_batch(ms, checked=True)
         except Exception:
             self._next = saved  # as if these were never chosen: the one-by-one retry picks the same queues
             raise
+        if stored is not None:
+            return _rows(stored, ms, qids)
         rows = []
         for m, qid, put in zip(ms, qids, puts, strict=True):
             status = str(getattr(put.status, "value", put.status))
@@ -299,6 +324,18 @@ class StoreTarget:
 
     def close(self) -> None:
         self.broker.close()
+
+
+def _rows(stored: Any, ms: list[MessageExt], qids: list[int]) -> list[dict[str, Any]]:
+    """`send`'s result of each message of a batch stored by `LocalBroker.send_records`."""
+    from rmqtool.layouts.msgid import host_hex
+
+    status = "SEND_OK" if stored.status == "PUT_OK" else stored.status
+    prefix, uniq, topic = host_hex(stored.store_host), P.UNIQ_KEY, ms[0].topic
+    return [{"status": status, "msgId": m.properties[uniq], "offsetMsgId": prefix + format(offset, "016X"),
+             "topic": topic, "queueId": qid, "queueOffset": queue_offset}
+            for m, qid, offset, queue_offset in zip(ms, qids, stored.wrote_offsets, stored.queue_offsets,
+                                                    strict=True)]
 
 
 REPLAY_BATCH = 256  # messages per store call when the target takes batches (StoreTarget.send_many)

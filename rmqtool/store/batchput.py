@@ -7,7 +7,9 @@ one topic, one queue, one sysFlag, born time and born host for all; only flag, b
 properties differ per message. `put_batch` packs such a batch in one pass under the put lock
 (each fixed part packed once with its final queue offset, position and store time, the run
 copied into the mapped file with one slice assignment), then writes the queue's units in one
-`put_batch` and the index keys in one `build_index_batch`.
+`put_batch` and the index keys in one `build_index_batch`. `put_bodies` is the same for bodies
+that share one property map but for their UNIQ_KEY (a shell's lines, `rmqtool send --batch`):
+the map is encoded once and each record's properties are its two halves around its id.
 
 It takes only the usual case and says so by returning None before touching anything: no
 put hook that would change a message, no dispatch listener, no transaction type, the batch
@@ -58,6 +60,7 @@ class BatchPutResult:
     store_host: Host
     wrote_offsets: list[int]
     queue_offset: int
+    queue_offsets: list[int] | None = None  # each record's, when they went to several queues
 
     def offset_msg_ids(self) -> str:
         """The send answer's msgId: each record's offset msgId, comma-joined (`MessageBatch`)."""
@@ -88,57 +91,155 @@ def hooks_pass_through(store: Any, props_list: list[dict[str, str]]) -> bool:
 _SCHEDULE_KEYS = frozenset((P.DELAY, P.TIMER_DELIVER_MS, P.TIMER_DELAY_SEC, P.TIMER_DELAY_MS))
 
 
-def put_batch(store: Any, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
-              reconsume_times: int, flags: list[int], bodies: list[bytes] | list[memoryview],
+def _refuses(store: Any, sys_flag: int, topic: str) -> bool:
+    """What makes a raw batch go through `put_messages` whatever its messages are."""
+    if (store.read_only or store.closed or store.config.is_slave or store.dispatch_listeners
+            or not store.running_flags.is_writeable() or sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE
+            or topic == SCHEDULE_TOPIC):
+        return True
+    ha = store.ha_service
+    return ha is not None and ha.config.broker_role == "SYNC_MASTER" and ha.config.in_sync_replicas > 1
+
+
+class _Layout:
+    """What is the same for every record of a batch: topic field, packed hosts, sysFlag, magic."""
+
+    __slots__ = ("topic_b", "born_b", "store_b", "sys_flag", "magic", "fixed_size", "pack")
+
+    def __init__(self, store: Any, topic_b: bytes, topic_len: int, sys_flag: int, born_host: Host) -> None:
+        self.topic_b = topic_b
+        self.born_b, self.store_b = pack_host(born_host), pack_host(store.store_host)
+        born_v6, store_v6 = len(self.born_b) == 20, len(self.store_b) == 20
+        sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+        if born_v6:
+            sys_flag |= BORNHOST_V6_FLAG
+        if store_v6:
+            sys_flag |= STOREHOSTADDRESS_V6_FLAG
+        self.sys_flag = sys_flag
+        self.magic = MESSAGE_MAGIC_CODE_V2 if topic_len > 127 else MESSAGE_MAGIC_CODE
+        self.fixed_size = 74 + (20 if born_v6 else 8) + (20 if store_v6 else 8) + len(topic_b)
+        self.pack = _FIXED[born_v6, store_v6].pack
+
+
+def put_batch(store: Any, topic: str, queue_id: int | list[int], sys_flag: int, born_timestamp: int,
+              born_host: Host, reconsume_times: int, flags: list[int], bodies: list[bytes] | list[memoryview],
               props_list: list[dict[str, str]]) -> BatchPutResult | None:
-    """Append one batch of one topic and queue, or None (nothing done) when `put_messages` must.
+    """Append one batch of one topic, or None (nothing done) when `put_messages` must.
 
     The records are those `put_messages` writes for MessageExts of these fields (the store
     host is the store's, prepared transaction offset 0); `props_list` are the final property
-    maps, in the order they are stored.
+    maps, in the order they are stored. `queue_id` is the batch's queue, or one per message
+    (a producer's round robin): then the result has each message's queue offset.
     """
-    config = store.config
-    if (store.read_only or store.closed or config.is_slave or store.dispatch_listeners
-            or not store.running_flags.is_writeable() or sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE
-            or topic == SCHEDULE_TOPIC or not hooks_pass_through(store, props_list)):
-        return None
-    ha = store.ha_service
-    if ha is not None and ha.config.broker_role == "SYNC_MASTER" and ha.config.in_sync_replicas > 1:
+    if _refuses(store, sys_flag, topic) or not hooks_pass_through(store, props_list):
         return None
     topic_b, topic_len = topic_field(topic)
     if not topic_b:
         return None
-    store_host = store.store_host
-    born_b, store_b = pack_host(born_host), pack_host(store_host)
-    born_v6, store_v6 = len(born_b) == 20, len(store_b) == 20
-    sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
-    if born_v6:
-        sys_flag |= BORNHOST_V6_FLAG
-    if store_v6:
-        sys_flag |= STOREHOSTADDRESS_V6_FLAG
-    magic = MESSAGE_MAGIC_CODE_V2 if topic_len > 127 else MESSAGE_MAGIC_CODE
-    fixed_size = 74 + (20 if born_v6 else 8) + (20 if store_v6 else 8) + len(topic_b)
-    max_size = config.max_message_size
-    file_size = config.mapped_file_size_commit_log
+    layout = _Layout(store, topic_b, topic_len, sys_flag, born_host)
+    fixed_size = layout.fixed_size
+    max_size = store.config.max_message_size
     pjoin, nvjoin, psep, i16 = P.PROPERTY_SEPARATOR.join, P.NAME_VALUE_SEPARATOR.join, P.PROPERTY_SEPARATOR, _I16.pack
-    # outside the lock: everything but the queue offset, position and store time
+    # outside the lock, in one pass: everything but the queue offset, position and store time
     props_fields: list[bytes] = []
     totals: list[int] = []
     crcs: list[int] = []
+    codes: list[int] = []
+    index_keys: list[tuple[str | None, str | None]] = []
+    add_field, add_total, add_crc, add_code, add_keys = (props_fields.append, totals.append, crcs.append,
+                                                         codes.append, index_keys.append)
+    tag_codes: dict[str | None, int] = {}
+    tags_key, uniq, keys = P.TAGS, P.UNIQ_KEY, P.KEYS
     try:
         for body, props in zip(bodies, props_list, strict=True):
             props_b = (pjoin(map(nvjoin, props.items())) + psep).encode("utf-8") if props else b""
             if len(props_b) > MAX_PROPERTIES_LENGTH or len(body) > max_size:
                 return None  # put_messages refuses it, with its words
-            props_fields.append(i16(len(props_b)) + props_b)
-            totals.append(fixed_size + len(body) + len(props_b))
-            crcs.append(crc32(body) & 0x7FFFFFFF)
+            add_field(i16(len(props_b)) + props_b)
+            add_total(fixed_size + len(body) + len(props_b))
+            add_crc(crc32(body) & 0x7FFFFFFF)
+            get = props.get
+            tags = get(tags_key)
+            code = tag_codes.get(tags)
+            if code is None:
+                code = tag_codes[tags] = java_string_hash(tags) if tags else 0
+            add_code(code)
+            add_keys((get(uniq), get(keys)))
     except TypeError:  # a None or non-str entry: the encoder's slow path
         return None
+    return _append(store, topic, queue_id, layout, born_timestamp, reconsume_times, flags, bodies, props_fields,
+                   totals, crcs, codes, index_keys, props_list)
+
+
+def put_bodies(store: Any, topic: str, queue_id: int, bodies: list[bytes], properties: dict[str, str],
+               uniq_keys: list[str], born_timestamp: int, born_host: Host, *, flag: int = 0,
+               sys_flag: int = 0) -> BatchPutResult | None:
+    """Append bodies that share one property map but for their UNIQ_KEY (a shell's lines), or None.
+
+    `properties` is the final map in stored order with a UNIQ_KEY entry; each record stores it
+    with that value replaced by its own of `uniq_keys`. The map is encoded once and split around
+    that value, the tag hashed once, the index keys of every record are its UNIQ_KEY and the
+    map's KEYS: the same records as `put_batch` of one map per body (tests/store/test_put_bodies.py).
+    """
+    if (_refuses(store, sys_flag, topic) or not hooks_pass_through(store, [properties])
+            or len(uniq_keys) != len(bodies) or not bodies):
+        return None
+    topic_b, topic_len = topic_field(topic)
+    if not topic_b:
+        return None
+    layout = _Layout(store, topic_b, topic_len, sys_flag, born_host)
+    uniq = P.UNIQ_KEY
+    if not properties.get(uniq) or not all(uniq_keys):
+        return None
+    mark = "\x00uniq\x00"
+    try:
+        text = P.PROPERTY_SEPARATOR.join(map(P.NAME_VALUE_SEPARATOR.join, {**properties, uniq: mark}.items()))
+        head, tail = (text + P.PROPERTY_SEPARATOR).encode("utf-8").split(mark.encode(), 1)
+        uniq_b = [u.encode("utf-8") for u in uniq_keys]
+    except (TypeError, AttributeError, ValueError):
+        return None
+    n = len(bodies)
+    lengths = list(map(len, uniq_b))
+    if min(lengths) == max(lengths):  # the usual case: ids of one length, one length field
+        plen = len(head) + lengths[0] + len(tail)
+        if plen > MAX_PROPERTIES_LENGTH:
+            return None
+        head = _I16.pack(plen) + head
+        props_fields = [head + u + tail for u in uniq_b]
+        fixed = layout.fixed_size + plen
+        totals = [fixed + b for b in map(len, bodies)]
+    else:
+        i16, props_fields = _I16.pack, []
+        for u in uniq_b:
+            plen = len(head) + len(u) + len(tail)
+            if plen > MAX_PROPERTIES_LENGTH:
+                return None
+            props_fields.append(i16(plen) + head + u + tail)
+        totals = [layout.fixed_size + len(b) + len(f) - 2 for b, f in zip(bodies, props_fields, strict=True)]
+    lens = list(map(len, bodies))
+    if max(lens) > store.config.max_message_size or min(lens) <= 0:
+        return None
+    crcs = [c & 0x7FFFFFFF for c in map(crc32, bodies)]
+    tags = properties.get(P.TAGS)
+    codes = [java_string_hash(tags) if tags else 0] * n
+    keys = properties.get(P.KEYS)
+    index_keys = [(u, keys) for u in uniq_keys]
+    return _append(store, topic, queue_id, layout, born_timestamp, 0, [flag] * n, bodies, props_fields, totals,
+                   crcs, codes, index_keys, [properties] * n)
+
+
+def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, born_timestamp: int, reconsume_times: int,
+            flags: list[int], bodies: list[bytes] | list[memoryview], props_fields: list[bytes], totals: list[int],
+            crcs: list[int], tag_codes: list[int], index_keys: list[tuple[str | None, str | None]],
+            props_list: list[dict[str, str]]) -> BatchPutResult | None:
+    """The records under the put lock, their units and index keys; the flush and HA waits after."""
+    config = store.config
+    file_size = config.mapped_file_size_commit_log
     batch_size = sum(totals)
     if batch_size + END_FILE_MIN_BLANK_LENGTH > file_size:
         return None
-    pack = _FIXED[born_v6, store_v6].pack
+    pack, magic, sys_flag, born_b, store_b, topic_b = (layout.pack, layout.magic, layout.sys_flag, layout.born_b,
+                                                     layout.store_b, layout.topic_b)
     cl = store.commitlog
     with cl.put_lock:
         mfq = cl.mfq
@@ -147,62 +248,86 @@ def put_batch(store: Any, topic: str, queue_id: int, sys_flag: int, born_timesta
             return None  # a new file (and maybe a blank) first: put_messages knows how
         now = store.clock()
         table = cl.topic_queue_table
-        key = (topic, queue_id)
-        first_queue_offset = queue_offset = table.get(key, 0)
         start = pos = mf.wrote_position
         base = mf.from_offset
         parts: list[bytes] = []
         add = parts.extend
         offsets: list[int] = []
-        units: list[tuple[int, int, int, int]] = []
-        tag_codes: dict[str | None, int] = {}
-        for flag, body, props, props_field, total, body_crc in zip(flags, bodies, props_list, props_fields, totals,
-                                                                   crcs, strict=True):
-            phys = base + pos
-            add((pack(total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp, born_b,
-                      now, store_b, reconsume_times, 0, len(body)), body, topic_b, props_field))
-            tags = props.get(P.TAGS)
-            tags_code = tag_codes.get(tags)
-            if tags_code is None:
-                tags_code = tag_codes[tags] = java_string_hash(tags) if tags else 0
-            units.append((phys, total, tags_code, queue_offset))
-            offsets.append(phys)
-            queue_offset += 1
-            pos += total
+        add_offset = offsets.append
+        queue_offsets: list[int] | None = None
+        if isinstance(queue_id, int):
+            key = (topic, queue_id)
+            first_queue_offset = queue_offset = table.get(key, 0)
+            units: list[tuple[int, int, int, int]] = []
+            add_unit = units.append
+            for flag, body, props_field, total, body_crc, tags_code in zip(flags, bodies, props_fields, totals,
+                                                                          crcs, tag_codes, strict=True):
+                phys = base + pos
+                add((pack(total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp,
+                          born_b, now, store_b, reconsume_times, 0, len(body)), body, topic_b, props_field))
+                add_unit((phys, total, tags_code, queue_offset))
+                add_offset(phys)
+                queue_offset += 1
+                pos += total
+            runs = {queue_id: units}
+            table[key] = queue_offset
+        else:  # a queue per message: each queue's offsets run on from the table's
+            nexts: dict[int, int] = {}
+            runs = {}
+            queue_offsets = []
+            add_queue_offset = queue_offsets.append
+            for qid, flag, body, props_field, total, body_crc, tags_code in zip(queue_id, flags, bodies, props_fields,
+                                                                               totals, crcs, tag_codes, strict=True):
+                queue_offset = nexts.get(qid)
+                if queue_offset is None:
+                    queue_offset = table.get((topic, qid), 0)
+                    runs[qid] = []
+                nexts[qid] = queue_offset + 1
+                phys = base + pos
+                add((pack(total, magic, body_crc, qid, flag, queue_offset, phys, sys_flag, born_timestamp,
+                          born_b, now, store_b, reconsume_times, 0, len(body)), body, topic_b, props_field))
+                runs[qid].append((phys, total, tags_code, queue_offset))
+                add_offset(phys)
+                add_queue_offset(queue_offset)
+                pos += total
+            for qid, queue_offset in nexts.items():
+                table[topic, qid] = queue_offset
+            first_queue_offset = queue_offsets[0]
         cl.write_run_locked(mf, start, b"".join(parts))
-        table[key] = queue_offset
         cl.last_store_timestamp = now
         store._refused = 0
-        _dispatch(store, topic, queue_id, units, props_list, now)
+        _dispatch(store, topic, runs, offsets, index_keys, now)
         end = cl.max_offset
     status = "PUT_OK"
     if store.arrival_listeners:
-        store._notify_arrivals(((topic, queue_id),))
+        store._notify_arrivals([(topic, qid) for qid in runs])
     if store.sync_flush and store.flush_service is not None:
         fs = store.flush_service
         if not fs.wait_flushed(end, config.sync_flush_timeout / 1000):
             if fs.error is not None:
                 raise StoreError(f"flush failed: {fs.error}")
             status = "FLUSH_DISK_TIMEOUT"
+    ha = store.ha_service
     if ha is not None:
         waiting: Iterable[_Waiting] = (_Waiting(d) for d in props_list)
         ha_status = ha.handle_ha(end, waiting)
         if ha_status is not None:
             status = str(getattr(ha_status, "value", ha_status))
-    return BatchPutResult(status, store_host, offsets, first_queue_offset)
+    return BatchPutResult(status, store.store_host, offsets, first_queue_offset, queue_offsets)
 
 
-def _dispatch(store: Any, topic: str, queue_id: int, units: list[tuple[int, int, int, int]],
-              props_list: list[dict[str, str]], now: int) -> None:
-    """The queue's units and the index keys (`Dispatcher.dispatch_appended` for one queue)."""
+def _dispatch(store: Any, topic: str, runs: dict[int, list[tuple[int, int, int, int]]], offsets: list[int],
+              index_keys: list[tuple[str | None, str | None]], now: int) -> None:
+    """Each queue's units and the index keys in record order (`Dispatcher.dispatch_appended`)."""
     dispatcher = store.dispatcher
     try:
-        dispatcher.cqs.find_or_create(topic, queue_id).put_batch(units)
+        find = dispatcher.cqs.find_or_create
+        for qid, units in runs.items():
+            find(topic, qid).put_batch(units)
         dispatcher.last_cq_store_timestamp = now
         index = dispatcher.index
         if index is not None:
-            uniq, keys = P.UNIQ_KEY, P.KEYS
-            index.build_index_batch([(topic, unit[0], now, props.get(uniq), props.get(keys))
-                                     for unit, props in zip(units, props_list, strict=True)])
+            index.build_index_batch([(topic, phys, now, uniq, keys)
+                                     for phys, (uniq, keys) in zip(offsets, index_keys, strict=True)])
     except (StoreError, OSError) as e:
         store.dispatch_failed(e)

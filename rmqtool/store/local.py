@@ -34,7 +34,7 @@ from rmqtool.layouts.net import Host
 from rmqtool.store.batchput import BatchPutResult
 from rmqtool.store.jsonconfig import ConfigWriter
 from rmqtool.store.offsets import ConsumerOffsetManager
-from rmqtool.store.sendbatch import send_batch_body
+from rmqtool.store.sendbatch import send_batch_body, send_bodies, send_records
 from rmqtool.store.subscriptions import SubscriptionGroupManager
 from rmqtool.store.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from rmqtool.validators import (
@@ -404,6 +404,18 @@ class LocalBroker:
         a MessageExt per message; None (nothing done) when it needs that path (sendbatch.py)."""
         return send_batch_body(self, topic, queue_id, body, batch_props, sys_flag, born_timestamp, born_host,
                                reconsume_times)
+
+    def send_bodies(self, topic: str, queue_id: int, bodies: list[bytes], properties: dict[str, str],
+                    uniq_keys: list[str], born_timestamp: int) -> BatchPutResult | None:
+        """`send_batch` of one message per body, each with `properties` and its own UNIQ_KEY,
+        without a MessageExt per body (sendbatch.py `send_bodies`); one result for the batch,
+        or None (checked, nothing stored) when the caller must use `send_batch`."""
+        return send_bodies(self, topic, queue_id, bodies, properties, uniq_keys, born_timestamp)
+
+    def send_records(self, msgs: list[MessageExt]) -> BatchPutResult | None:
+        """`send_batch(msgs, checked=True)` of one topic's messages packed from their fields (a
+        queue per message), or None, nothing stored, when `send_batch` must (sendbatch.py)."""
+        return send_records(self, msgs)
 
     def check_batch(self, msgs: list[MessageExt]) -> None:
         """What `send_batch` checks before it stores anything (then `send_batch(msgs, checked=True)`)."""

@@ -21,7 +21,7 @@ from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH
 from rmqtool.layouts.message import MessageExt, encode_records_parts, topic_field
 from rmqtool.layouts.msgid import create_offset_msg_id
 from rmqtool.layouts.net import Host
-from rmqtool.store.batchput import BatchPutResult, put_batch
+from rmqtool.store.batchput import BatchPutResult, put_batch, put_bodies
 from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import DispatchRequest
 
@@ -169,15 +169,24 @@ class PutPath:
                     r.status = status
         return results
 
-    def put_batch(self, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
+    def put_batch(self, topic: str, queue_id: int | list[int], sys_flag: int, born_timestamp: int, born_host: Host,
                   reconsume_times: int, flags: list[int], bodies: list[bytes] | list[memoryview],
                   props_list: list[dict[str, str]]) -> BatchPutResult | None:
-        """One client batch of one topic and queue without a MessageExt per message, or None
-        when it needs `put_messages` (store/batchput.py says when; nothing is done then)."""
+        """One client batch of one topic (one queue, or one per message) without a MessageExt
+        per message, or None when it needs `put_messages` (store/batchput.py says when; nothing
+        is done then)."""
         if self.read_only:
             raise StoreError("store opened read-only")
         return put_batch(self, topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags,
                          bodies, props_list)
+
+    def put_bodies(self, topic: str, queue_id: int, bodies: list[bytes], properties: dict[str, str],
+                   uniq_keys: list[str], born_timestamp: int, born_host: Host) -> BatchPutResult | None:
+        """Bodies sharing one final property map but for their UNIQ_KEY, or None when they need
+        `put_messages` (batchput.py `put_bodies`; nothing is done then)."""
+        if self.read_only:
+            raise StoreError("store opened read-only")
+        return put_bodies(self, topic, queue_id, bodies, properties, uniq_keys, born_timestamp, born_host)
 
     def _dispatch_locked(self, msgs: list[MessageExt], now: int,
                          dispatched: list[DispatchRequest] | None) -> Iterable[tuple[str, int]]:

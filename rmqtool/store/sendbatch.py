@@ -22,19 +22,20 @@ import struct
 from operator import methodcaller
 from typing import Any
 
-from rmqtool.errors import InvalidInput
+from rmqtool.errors import InvalidInput, InvalidMessage
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH, RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.net import Host
 from rmqtool.store.batchput import _SCHEDULE_KEYS, BatchPutResult
-from rmqtool.validators import check_send_topic
+from rmqtool.validators import check_body, check_send_topic
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 _I16 = struct.Struct(">h")
 _split_entry = methodcaller("split", P.NAME_VALUE_SEPARATOR, 1)
 # room kept for what the broker adds to a map (UNIQ_KEY, CLUSTER's key and separators)
 _ADDED_ROOM = 64
+_CLIENT_BORN_HOST = Host("127.0.0.1", 0)  # a MessageExt's own born host, which send_batch keeps
 
 
 def _clean_entries(props: dict[str, str]) -> bool:
@@ -132,3 +133,70 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
     status = next((r.status for r in results if r.status != "PUT_OK"), "PUT_OK")
     return BatchPutResult(str(getattr(status, "value", status)), store.store_host,
                           [r.wrote_offset for r in results], results[0].queue_offset)
+
+
+def send_bodies(local: Any, topic: str, queue_id: int, bodies: list[bytes], properties: dict[str, str],
+                uniq_keys: list[str], born_timestamp: int) -> BatchPutResult | None:
+    """`send_batch` of one MessageExt per body with `properties` and its own UNIQ_KEY, without them.
+
+    What `rmqtool send --batch N` stores for N stdin lines: the checks of `send_batch` (the
+    first message checked whole, the other bodies for their size only, as their maps are the
+    same; a refused batch raises before anything is stored), the broker's CLUSTER and HashMap
+    order once for the batch, then one `MessageStore.put_bodies`. None, with nothing stored,
+    when that declines (a new CommitLog file, a hook, a slave's acks, a retry topic...): the
+    caller then sends MessageExts of the same fields through `send_batch`, which stores the same.
+    """
+    first = dict(properties)
+    first[P.UNIQ_KEY] = uniq_keys[0]
+    local.check_batch([MessageExt(topic, bodies[0], queue_id, properties=first, born_timestamp=born_timestamp)])
+    max_size = local.config.max_message_size
+    lens = list(map(len, bodies))
+    if min(lens) <= 0 or max(lens) > max_size:
+        for body in bodies:
+            check_body(body, max_size)
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return None
+    tc = local._writable_topic(topic)
+    queue_nums = max(tc.write_queue_nums, tc.read_queue_nums)
+    if queue_id < 0 or queue_id >= queue_nums:
+        raise InvalidMessage(f"request queueId[{queue_id}] is illegal, topic {topic} has {queue_nums} queues")
+    first[P.CLUSTER] = local.config.broker_cluster_name
+    stored = P.broker_order(first, owned=True)
+    return local.store.put_bodies(topic, queue_id, bodies, stored, uniq_keys, born_timestamp, _CLIENT_BORN_HOST)
+
+
+def send_records(local: Any, msgs: list[MessageExt]) -> BatchPutResult | None:
+    """`send_batch(msgs, checked=True)` of messages of one topic with one born time, born host,
+    sysFlag and reconsume count (a replay's batch), packed from their fields by one
+    `MessageStore.put_batch` with a queue per message; None, with nothing stored, when they
+    are not such a batch or the store declines (the caller then calls `send_batch`, which
+    stores the same: what this has done to the messages is what `send_batch` does first)."""
+    if not msgs or local.read_only:
+        return None
+    m0 = msgs[0]
+    topic, born, born_host, sys_flag, reconsume = (m0.topic, m0.born_timestamp, m0.born_host, m0.sys_flag,
+                                                   m0.reconsume_times)
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or not born:
+        return None
+    for m in msgs:
+        if (m.topic != topic or m.born_timestamp != born or m.born_host != born_host or m.sys_flag != sys_flag
+                or m.reconsume_times != reconsume or m.queue_id < 0):
+            return None
+    tc = local._writable_topic(topic)
+    queue_nums = max(tc.write_queue_nums, tc.read_queue_nums)
+    cluster, broker_order, uniq_key, cluster_key = local.config.broker_cluster_name, P.broker_order, P.UNIQ_KEY, \
+        P.CLUSTER
+    clock, create, store_host = local.clock, local.uniq_keys.create, local.store_host
+    maps = []
+    for m in msgs:  # LocalBroker.send_batch's preparation of each message
+        if m.queue_id >= queue_nums:
+            raise InvalidMessage(f"request queueId[{m.queue_id}] is illegal, topic {topic} has {queue_nums} queues")
+        props = dict(m.properties)
+        if not props.get(uniq_key):
+            props[uniq_key] = create(clock())
+        props[cluster_key] = cluster
+        m.properties = props = broker_order(props, owned=True)
+        m.store_host = store_host
+        maps.append(props)
+    return local.store.put_batch(topic, [m.queue_id for m in msgs], sys_flag, born, born_host, reconsume,
+                                 [m.flag for m in msgs], [m.body for m in msgs], maps)
