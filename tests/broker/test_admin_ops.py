@@ -80,6 +80,10 @@ def test_topic_list_create_and_delete(serve, broker, namesrv):
     assert (r.code, r.remark) == (29, "The topic[TBW102] is conflict with system topic.")
     assert broker.request(215, {"topic": "AO_L1"}).code == 0
     assert broker.request(351, {"topic": "AO_L1"}).code == 17
+    # the name server keeps the route (deleteTopicWithBrokerRegistration=false, as Java's default)
+    # until it is deleted there too, as mqadmin deleteTopic does with DELETE_TOPIC_IN_NAMESRV 216
+    assert namesrv.request(105, {"topic": "AO_L1"}).code == 0
+    assert namesrv.request(216, {"topic": "AO_L1"}).code == 0
     assert namesrv.request(105, {"topic": "AO_L1"}).code == 17
     assert broker.request(30, {"topic": "AO_L1", "queueId": "1"}).ext_fields["offset"] == "0"
     r = broker.request(215, {"topic": " "})

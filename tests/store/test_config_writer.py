@@ -79,6 +79,9 @@ def test_a_write_that_fails_is_logged_once_and_retried_until_it_succeeds(tmp_pat
         while not (tmp_path / "subscriptionGroup.json").exists() and time.time() < deadline:
             time.sleep(0.01)
         assert "g1" in read_file(tmp_path / "subscriptionGroup.json")["subscriptionGroupTable"]
+        # the writer logs the recovery just after the file is in place: wait for the line, not the file
+        while "subscriptionGroup.json written again" not in caplog.text and time.time() < deadline:
+            time.sleep(0.01)
         assert "subscriptionGroup.json written again" in caplog.text
     finally:
         writer.stop()
