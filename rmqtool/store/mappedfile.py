@@ -31,7 +31,7 @@ from rmqtool.store.diskspace import create_reserved, map_read_only, reserve_ahea
 
 # flushed CommitLog bytes kept mapped in RSS behind the write position: consumers that keep up read
 # them without a fault; older pages refault from the page cache (no I/O) when read
-RELEASE_BEHIND = 16 << 20
+RELEASE_BEHIND = 4 << 20
 # the same for a ConsumeQueue: its 20-byte units are read by tailing consumers just behind the
 # write position only; 32 MiB would keep whole 6 MB files resident (20 MB per million messages)
 CQ_RELEASE_BEHIND = 64 << 10
