@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -230,7 +231,7 @@ class Connection(asyncio.Protocol):
         t.add_done_callback(self._tasks.discard)
         if pending is not None and asyncio.iscoroutine(pending):
             # a task cancelled before its first step never awaits `pending`: close it quietly
-            t.add_done_callback(lambda _t, c=pending: c.close())
+            t.add_done_callback(lambda _t, c=pending: _close_unstarted(c))
 
     async def _handle(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None] | None) -> None:
         self._unstarted -= 1
@@ -406,3 +407,18 @@ def _host(addr: str) -> Host:
     if not ip or not port.isdigit():
         raise RemotingError(f"bad address {addr!r}: expected HOST:PORT")
     return Host(ip, int(port))
+
+
+def _close_unstarted(c) -> None:
+    """Close a coroutine that never ran, and the coroutines it was handed as arguments.
+
+    A handler's answer can be a chain (a guard around a wait around the processor's own
+    coroutine), each created before the task that awaits the outermost one starts. When the
+    connection closes before that task's first step, closing only the outermost would leave the
+    inner ones un-awaited ("coroutine ... was never awaited" on stderr).
+    """
+    unstarted = inspect.getcoroutinestate(c) == inspect.CORO_CREATED
+    inner = [v for v in c.cr_frame.f_locals.values() if asyncio.iscoroutine(v)] if unstarted else []
+    c.close()
+    for v in inner:
+        _close_unstarted(v)
