@@ -94,7 +94,8 @@ def test_master_sigkilled_under_load_loses_no_acknowledged_message(tmp_path):
         procs["a0"].stop(signal.SIGKILL)
         # sends go on, all to broker-b, within the client's fault-avoidance window
         assert wait_until(lambda: sum(t > killed_at + 1 for t, _, _ in producer.acked) >= 20, 20)
-        after = [(t, b) for t, _, b in producer.acked if t > killed_at]
+        # an answer broker-a wrote just before the signal can still be read just after it
+        after = [(t, b) for t, _, b in producer.acked if t > killed_at + 0.5]
         assert all(b == "broker-b" for _, b in after)
         assert after and after[0][0] - killed_at < 5.0, "sends did not move to broker-b in time"
         time.sleep(1.0)
