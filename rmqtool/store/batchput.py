@@ -121,6 +121,17 @@ class _Layout:
         self.pack = _FIXED[born_v6, store_v6].pack
 
 
+
+def _layout_if_fast(store: Any, topic: str, sys_flag: int, born_host: Host,
+                    props_list: list[dict[str, str]]) -> _Layout | None:
+    """The records' fixed layout, or None where the per-message path must take the batch."""
+    if _refuses(store, sys_flag, topic) or not hooks_pass_through(store, props_list):
+        return None
+    topic_b, topic_len = topic_field(topic)
+    if not topic_b:
+        return None
+    return _Layout(store, topic_b, topic_len, sys_flag, born_host)
+
 def put_batch(store: Any, topic: str, queue_id: int | list[int], sys_flag: int, born_timestamp: int,
               born_host: Host, reconsume_times: int, flags: list[int], bodies: list[bytes] | list[memoryview],
               props_list: list[dict[str, str]]) -> BatchPutResult | None:
@@ -131,12 +142,9 @@ def put_batch(store: Any, topic: str, queue_id: int | list[int], sys_flag: int, 
     maps, in the order they are stored. `queue_id` is the batch's queue, or one per message
     (a producer's round robin): then the result has each message's queue offset.
     """
-    if _refuses(store, sys_flag, topic) or not hooks_pass_through(store, props_list):
+    layout = _layout_if_fast(store, topic, sys_flag, born_host, props_list)
+    if layout is None:
         return None
-    topic_b, topic_len = topic_field(topic)
-    if not topic_b:
-        return None
-    layout = _Layout(store, topic_b, topic_len, sys_flag, born_host)
     fixed_size = layout.fixed_size
     max_size = store.config.max_message_size
     pjoin, nvjoin, psep, i16 = P.PROPERTY_SEPARATOR.join, P.NAME_VALUE_SEPARATOR.join, P.PROPERTY_SEPARATOR, _I16.pack
@@ -181,13 +189,11 @@ def put_bodies(store: Any, topic: str, queue_id: int, bodies: list[bytes], prope
     that value, the tag hashed once, the index keys of every record are its UNIQ_KEY and the
     map's KEYS: the same records as `put_batch` of one map per body (tests/store/test_put_bodies.py).
     """
-    if (_refuses(store, sys_flag, topic) or not hooks_pass_through(store, [properties])
-            or len(uniq_keys) != len(bodies) or not bodies):
+    if len(uniq_keys) != len(bodies) or not bodies:
         return None
-    topic_b, topic_len = topic_field(topic)
-    if not topic_b:
+    layout = _layout_if_fast(store, topic, sys_flag, born_host, [properties])
+    if layout is None:
         return None
-    layout = _Layout(store, topic_b, topic_len, sys_flag, born_host)
     uniq = P.UNIQ_KEY
     if not properties.get(uniq) or not all(uniq_keys):
         return None
