@@ -349,6 +349,14 @@ class ReplaySummary:
     by_topic: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
+    def record(self, msg: Message, row: dict[str, Any]) -> None:
+        """Count one message's send result (SEND_OK or not) and name its original id in the row."""
+        row["originMsgId"] = msg.properties.get(P.ORIGIN_MESSAGE_ID)
+        if row.get("status") == "SEND_OK":
+            self.sent += 1
+        else:
+            self.failed += 1
+
 
 def replay(items: Iterable[ReplayItem], target: Target | None, *, dry_run: bool = False,
            rate: float | None = None, on_result: Callable[[dict[str, Any]], None] | None = None,
@@ -386,11 +394,7 @@ def replay(items: Iterable[ReplayItem], target: Target | None, *, dry_run: bool 
                         on_progress(summary.selected)
                     continue
                 raise
-            row["originMsgId"] = msg.properties.get(P.ORIGIN_MESSAGE_ID)
-            if row.get("status") == "SEND_OK":
-                summary.sent += 1
-            else:
-                summary.failed += 1
+            summary.record(msg, row)
         summary.by_topic[msg.topic] = summary.by_topic.get(msg.topic, 0) + 1
         if on_result:
             on_result(row)
@@ -413,11 +417,7 @@ def _replay_batched(items: Iterable[ReplayItem], target: Any, on_result: Callabl
         if row is None:
             summary.failed += 1
         else:
-            row["originMsgId"] = msg.properties.get(P.ORIGIN_MESSAGE_ID)
-            if row.get("status") == "SEND_OK":
-                summary.sent += 1
-            else:
-                summary.failed += 1
+            summary.record(msg, row)
             summary.by_topic[msg.topic] = summary.by_topic.get(msg.topic, 0) + 1
             if on_result:
                 on_result(row)
