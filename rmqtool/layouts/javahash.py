@@ -43,11 +43,12 @@ class _Weights(dict):
 
 _POWS = _Weights()
 _COLUMNS_FROM = 8  # below this many strings of one length, per-string sums are cheaper
-_unpacks: dict[int, struct.Struct] = {}
+_unpacks: dict[tuple[int, str], struct.Struct] = {}
 
 
-def java_string_hashes(texts: list[str], prefix: str = "") -> list[int]:
-    """`(prefix + t).hashCode()` of every text, as unsigned 32-bit ints (`& 0xFFFFFFFF`).
+def java_string_hashes(texts: list[str], prefix: str = "", *, signed: bool = False) -> list[int]:
+    """`(prefix + t).hashCode()` of every text, as unsigned 32-bit ints (`& 0xFFFFFFFF`), or as
+    Java's signed ints with `signed` (what the index takes the absolute value of).
 
     The index hashes two or more keys per stored message, so this is built for many at once.
     hashCode is a polynomial in 31, and h(prefix + t) = h(prefix) * 31**len(t) + h(t), so the
@@ -55,8 +56,38 @@ def java_string_hashes(texts: list[str], prefix: str = "") -> list[int]:
     column at a time in C: character j of every text is spread into its own 64-bit slot of one
     big int (no slot can carry into the next: 127 * 2**32 * 512 < 2**64), multiplied by its
     weight and summed; slot k of the sum is text k's hash before the mod. Other texts (non-
-    ASCII, very long, or too few of a length) use per-text sums or `java_string_hash`.
+    ASCII, very long, or too few of a length) use per-text sums or `java_string_hash`. Texts
+    of one length that share leading characters (UNIQ_KEYs of one producer: its address, pid
+    and start time, then a counter) get those hashed once into the base and skip their columns.
     """
+    if signed:
+        column = _one_length_hashes(texts, prefix, "i")
+        if column is not None:
+            return column
+        return [h - 0x100000000 if h & 0x80000000 else h for h in _hashes(texts, prefix)]
+    return _one_length_hashes(texts, prefix, "I") or _hashes(texts, prefix)
+
+
+def _one_length_hashes(texts: list[str], prefix: str, code: str) -> list[int] | None:
+    """The column path for enough ASCII texts of one length, in `code` ("i" or "I"), else None."""
+    if len(texts) < _COLUMNS_FROM:
+        return None
+    n = len(texts[0])
+    if n > _POW_LIMIT or not prefix.isascii() or not "".join(texts).isascii():
+        return None
+    lengths = list(map(len, texts))
+    if min(lengths) != max(lengths):
+        return None
+    hp = java_string_hash(prefix) & _MASK32 if prefix else 0
+    same = _common_length(min(texts), max(texts))  # every text lies between these two
+    base = hp * _P31[n]
+    if same:
+        base += (java_string_hash(texts[0][:same]) & _MASK32) * _P31[n - same]
+    return list(_column_hashes(texts, n, base & _MASK32, same, code))
+
+
+def _hashes(texts: list[str], prefix: str) -> list[int]:
+    """`java_string_hashes` (unsigned) for texts the column path does not take in one go."""
     hp = java_string_hash(prefix) & _MASK32 if prefix else 0
     if len(texts) < _COLUMNS_FROM and prefix.isascii():  # a single put: plain sums, no grouping
         pows, p31 = _POWS, _P31
@@ -72,12 +103,8 @@ def java_string_hashes(texts: list[str], prefix: str = "") -> list[int]:
     by_len: dict[int, list[int]] = {}
     if prefix.isascii() and "".join(texts).isascii():
         lengths = list(map(len, texts))
-        n = lengths[0] if lengths else 0
-        if len(texts) >= _COLUMNS_FROM and n <= _POW_LIMIT and min(lengths) == max(lengths):
-            return list(_column_hashes(texts, n, (hp * _P31[n]) & _MASK32))
-        else:
-            for i, n in enumerate(lengths):
-                by_len.setdefault(n, []).append(i)
+        for i, n in enumerate(lengths):
+            by_len.setdefault(n, []).append(i)
     else:
         for i, t in enumerate(texts):
             if t.isascii() and prefix.isascii():
@@ -99,22 +126,38 @@ def java_string_hashes(texts: list[str], prefix: str = "") -> list[int]:
     return out
 
 
-def _column_hashes(texts: list[str], n: int, base: int) -> tuple[int, ...]:
-    """Unsigned hashes of `len(texts)` ASCII texts of length `n`, each plus `base`, mod 2**32."""
+def _common_length(low: str, high: str) -> int:
+    """Length of the prefix `low` and `high` share (so do all texts sorting between them)."""
+    n = min(len(low), len(high))
+    if low[:n] == high[:n]:
+        return n
+    lo, hi = 0, n  # low[:lo] == high[:lo], low[:hi] != high[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if low[:mid] == high[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _column_hashes(texts: list[str], n: int, base: int, start: int = 0, code: str = "I") -> tuple[int, ...]:
+    """Hashes of `len(texts)` ASCII texts of length `n`, each plus `base`, mod 2**32, from the
+    columns from `start` on (those before are in `base`); unsigned, or signed with `code` "i"."""
     k = len(texts)
     data = "".join(texts).encode("ascii")
     spread = bytearray(k << 3)
     from_bytes = int.from_bytes
     pows = _POWS[n]
     total = 0
-    for j in range(n):
+    for j in range(start, n):
         spread[::8] = data[j::n]
         total += from_bytes(spread, "little") * pows[j]
     if base:
         total += from_bytes(base.to_bytes(8, "little") * k, "little")
-    unpack = _unpacks.get(k)
+    unpack = _unpacks.get((k, code))
     if unpack is None:
-        unpack = _unpacks[k] = struct.Struct("<" + "I4x" * k)  # the low 32 bits of each slot
+        unpack = _unpacks[k, code] = struct.Struct("<" + (code + "4x") * k)  # the low 32 bits of each slot
     # the sum can carry out of the last slot only beyond bit 64*k: cut it to k slots
     return unpack.unpack(total.to_bytes((k << 3) + 8, "little")[: k << 3])
 

@@ -43,6 +43,7 @@ from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import topic_field
 from rmqtool.layouts.msgid import host_hex
 from rmqtool.layouts.net import Host, pack_host
+from rmqtool.store.dispatch import build_index_columns
 
 _I16 = struct.Struct(">h")
 # totalSize .. bodyLength for each (bornHost v6, storeHost v6), as `encode_record_parts` packs it
@@ -332,8 +333,8 @@ def _dispatch(store: Any, topic: str, runs: dict[int, list[tuple[int, int, int, 
             find(topic, qid).put_batch(units)
         dispatcher.last_cq_store_timestamp = now
         index = dispatcher.index
-        if index is not None:
-            index.build_index_batch([(topic, phys, now, uniq, keys)
-                                     for phys, (uniq, keys) in zip(offsets, index_keys, strict=True)])
+        if index is not None and offsets:
+            uniqs, texts = zip(*index_keys, strict=True)
+            build_index_columns(index, [topic] * len(offsets), now, offsets, list(uniqs), list(texts))
     except (StoreError, OSError) as e:
         store.dispatch_failed(e)

@@ -159,10 +159,16 @@ class Dispatcher:
                                        props.get(P.KEYS), store_timestamp)
             return arrived
         units: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
-        index_records: list[tuple[str, int, int, str | None, str | None]] = []
         indexing = self.index is not None
+        # the index keys in columns, one entry per indexed record, each in record order
+        key_topics: list[str] = []
+        key_phys: list[int] = []
+        key_uniqs: list[str | None] = []
+        key_texts: list[str | None] = []
+        add_topic, add_phy, add_uniq, add_text = key_topics.append, key_phys.append, key_uniqs.append, key_texts.append
         has_cq_unit = False
         tag_codes: dict[str | None, int] = {}  # String.hashCode of each TAGS value, once per batch
+        uniq_name, keys_name = P.UNIQ_KEY, P.KEYS
         for msg in msgs:
             props = msg.properties
             topic = msg.topic
@@ -182,8 +188,10 @@ class Dispatcher:
                 queue.append((msg.commit_log_offset, msg.total_size, tags_code, msg.queue_offset))
                 has_cq_unit = True
             if indexing and tran != TRANSACTION_ROLLBACK_TYPE:
-                index_records.append((topic, msg.commit_log_offset, store_timestamp, props.get(P.UNIQ_KEY),
-                                      props.get(P.KEYS)))
+                add_topic(topic)
+                add_phy(msg.commit_log_offset)
+                add_uniq(props.get(uniq_name))
+                add_text(props.get(keys_name))
             if requests is not None:
                 requests.append(DispatchRequest(
                     topic, msg.queue_id, msg.commit_log_offset, msg.total_size, tags_code, store_timestamp,
@@ -194,7 +202,23 @@ class Dispatcher:
             find(topic, queue_id).put_batch(queue)
         if has_cq_unit:
             self.last_cq_store_timestamp = store_timestamp
-        if index_records:
+        if key_phys:
             assert self.index is not None
-            self.index.build_index_batch(index_records)
+            build_index_columns(self.index, key_topics, store_timestamp, key_phys, key_uniqs, key_texts)
         return units.keys()
+
+
+def build_index_columns(index: IndexService, topics: list[str], store_timestamp: int, phys: list[int],
+                        uniq_keys: list[str | None], key_texts: list[str | None]) -> None:
+    """The index keys of appended records of one store time, given column by column.
+
+    Records of one topic that each have a UNIQ_KEY and one KEYS token take
+    `IndexService.build_index_usual`; any other mix the per-record tuples of `build_index_batch`.
+    """
+    topic = topics[0]
+    if (all(uniq_keys) and all(key_texts) and " " not in "\x00".join(key_texts)  # type: ignore[arg-type]
+            and topics.count(topic) == len(topics)):
+        index.build_index_usual(topic, store_timestamp, phys, uniq_keys, key_texts)  # type: ignore[arg-type]
+    else:
+        index.build_index_batch([(t, phy, store_timestamp, u, k)
+                                 for t, phy, u, k in zip(topics, phys, uniq_keys, key_texts, strict=True)])

@@ -18,54 +18,26 @@ from pathlib import Path
 from rmqtool.errors import StoreError
 from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER
-from rmqtool.layouts.javahash import java_string_hashes
 from rmqtool.store.diskspace import map_read_only, reserve_ahead_of, written_end
+from rmqtool.store.indexbatch import (  # noqa: F401 (index_key_hashes, IndexRecord: this module's API too)
+    IndexRecord,
+    _time_diff,
+    build_batch,
+    build_usual,
+    index_key_hash,
+    index_key_hashes,
+    record_keys,
+)
 from rmqtool.store.mappedfile import close_mapped, open_mapped
 
 _NAME = re.compile(r"^\d{17}$")
 _I32 = struct.Struct(">i")
 _pack_i32 = _I32.pack_into
 _pack_entry = INDEX_ENTRY.pack_into
-_I32_MAX = 0x7FFFFFFF
 INDEX_RELEASE_BEHIND = 256 << 10  # flushed entry bytes kept in RSS behind the newest entry
 # entry bytes reserved past each write: header and slot table (hash-addressed) are reserved whole
 # at creation, the 400 MB of entries (appended) a chunk at a time
 INDEX_RESERVE_AHEAD = 8 << 20
-
-
-def index_key_hash(key: str) -> int:
-    """`IndexFile.indexKeyHashMethod`: abs(String.hashCode()), 0 for Integer.MIN_VALUE."""
-    return index_key_hashes([key], "")[0]
-
-
-def index_key_hashes(suffixes: list[str], prefix: str) -> list[int]:
-    """`index_key_hash(prefix + s)` for every suffix, hashed together (`java_string_hashes`)."""
-    return [h if h < 0x80000000 else (0x100000000 - h if h != 0x80000000 else 0)
-            for h in java_string_hashes(suffixes, prefix)]
-
-
-# One record's index work for `IndexService.build_index_batch`:
-# (topic, commitLogOffset, storeTimestamp, UNIQ_KEY, KEYS)
-IndexRecord = tuple[str, int, int, "str | None", "str | None"]
-
-
-def record_keys(uniq_key: str | None, key_text: str | None) -> list[str]:
-    """The index keys of one record without their `topic#` prefix: UNIQ_KEY, then each KEYS item."""
-    keys = [uniq_key] if uniq_key else []
-    if key_text:
-        if " " in key_text:
-            keys += [k for k in key_text.split(" ") if k]
-        else:
-            keys.append(key_text)
-    return keys
-
-
-def _time_diff(begin_timestamp: int, store_timestamp: int) -> int:
-    """`IndexFile.putKey`'s timeDiff: whole seconds since the file's first key, in [0, Integer.MAX]."""
-    if begin_timestamp <= 0:
-        return 0
-    diff = int((store_timestamp - begin_timestamp) / 1000)
-    return 0 if diff < 0 else (_I32_MAX if diff > _I32_MAX else diff)
 
 
 def index_file_name(ms: int) -> str:
@@ -470,97 +442,14 @@ class IndexService:
             f = self._last_writable(now_ms)
 
     def build_index_batch(self, records: list[IndexRecord]) -> None:
-        """`build_index` for each record in order, with every key hashed at once.
+        """`build_index` for each record in order, with every key hashed at once (indexbatch.py)."""
+        build_batch(self, records)
 
-        Entries, slots and chains come out exactly as from one `build_index` per record; the
-        header is written once per file touched instead of once per record (it is read back
-        only when the file is opened). A new file is named after the store time of the record
-        that needs it, as `build_index(..., now_ms=storeTimestamp)` does for dispatch.
-        """
-        if not records:
-            return
-        suffixes: list[str] = []
-        counts: list[int] = []  # keys per record
-        first_topic = records[0][0]
-        one_topic = True
-        add_count = counts.append
-        for topic, _phy, _ts, uniq_key, key_text in records:
-            if uniq_key and key_text and " " not in key_text:  # the usual record: record_keys inline
-                suffixes += (uniq_key, key_text)
-                add_count(2)
-            else:
-                keys = record_keys(uniq_key, key_text)
-                suffixes += keys
-                add_count(len(keys))
-            if topic != first_topic:
-                one_topic = False
-        if one_topic:
-            hashes = index_key_hashes(suffixes, first_topic + "#")
-        else:
-            topics: dict[str, list[int]] = {}  # topic -> positions of its keys in `suffixes`
-            k = 0
-            for (topic, *_), n in zip(records, counts, strict=True):
-                topics.setdefault(topic, []).extend(range(k, k + n))
-                k += n
-            hashes = [0] * len(suffixes)
-            for topic, where in topics.items():
-                for i, h in zip(where, index_key_hashes([suffixes[i] for i in where], topic + "#"), strict=True):
-                    hashes[i] = h
-        f = self.files[-1] if self.files else None
-        if f is None or f.index_count >= f.index_num:
-            f = self._last_writable(records[0][2])
-        f.ensure_entries(f.index_count + len(hashes))  # every key's entry has its blocks before any is written
-        mm, count, limit, slots, base = f.mm, f.index_count, f.index_num, f.hash_slot_num, f.entries_base
-        slot_count, end_phy = f.hash_slot_count, f.end_phy_offset
-        unpack_i32, pack_i32, pack_entry = _I32.unpack_from, _pack_i32, _pack_entry
-        # slot positions up front, in one comprehension (all files of a store have the same slot count)
-        slot_positions = [INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE for h in hashes]
-        k = 0
-        diff_begin = diff_ts = diff_value = -1
-        for (_topic, phy, ts, _u, _k), n in zip(records, counts, strict=True):
-            if count >= limit:  # the previous record filled the file: build_index moves on first
-                f.index_count, f.hash_slot_count = count, slot_count
-                f._write_header()
-                f = self._last_writable(ts)
-                f.ensure_entries(f.index_count + len(hashes) - k)
-                mm, count, limit, base = f.mm, f.index_count, f.index_num, f.entries_base
-                slot_count, end_phy = f.hash_slot_count, f.end_phy_offset
-            if phy < end_phy or not n:
-                k += n  # already indexed (re-dispatch), or nothing to index
-                continue
-            begin = f.begin_timestamp
-            if begin != diff_begin or ts != diff_ts:  # a batch's records share one store time
-                diff_begin, diff_ts = begin, ts
-                diff_value = _time_diff(begin, ts)
-            time_diff = diff_value
-            for key_hash, slot_pos in zip(hashes[k : k + n], slot_positions[k : k + n], strict=True):
-                if count >= limit:  # full in the middle of a record: the rest go to a new file
-                    f.index_count, f.hash_slot_count = count, slot_count
-                    f.end_phy_offset = end_phy = phy
-                    f.end_timestamp = ts
-                    f._write_header()
-                    f = self._last_writable(ts)
-                    f.ensure_entries(f.index_count + len(hashes) - k)
-                    mm, count, limit, base = f.mm, f.index_count, f.index_num, f.entries_base
-                    slot_count = f.hash_slot_count
-                    begin = f.begin_timestamp
-                    time_diff = _time_diff(begin, ts)
-                slot_value = unpack_i32(mm, slot_pos)[0]
-                if slot_value <= 0 or slot_value > count:
-                    slot_value = 0
-                    slot_count += 1
-                pack_entry(mm, base + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, slot_value)
-                pack_i32(mm, slot_pos, count)
-                if count <= 1:
-                    f.begin_phy_offset = phy
-                    f.begin_timestamp = ts
-                    time_diff = 0
-                count += 1
-            k += n
-            f.end_phy_offset = end_phy = phy
-            f.end_timestamp = ts
-        f.index_count, f.hash_slot_count = count, slot_count
-        f._write_header()
+    def build_index_usual(self, topic: str, store_timestamp: int, phys: list[int], uniq_keys: list[str],
+                          keys: list[str]) -> None:
+        """`build_index_batch` for records of one topic and store time with a UNIQ_KEY and one KEYS
+        token each (indexbatch.py `build_usual`)."""
+        build_usual(self, topic, store_timestamp, phys, uniq_keys, keys)
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """`IndexService.queryOffset`: newest file first, stop at a file older than `begin`."""

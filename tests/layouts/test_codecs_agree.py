@@ -134,6 +134,19 @@ def test_json_head_struct_matches_construct(body, ints, hosts):
 def test_batch_java_hashes_match_hash_code(texts, prefix):
     """The column-wise batch hash is `String.hashCode()` of prefix + text, for any mix of texts."""
     assert java_string_hashes(texts, prefix) == [java_string_hash(prefix + t) & 0xFFFFFFFF for t in texts]
+    assert java_string_hashes(texts, prefix, signed=True) == [java_string_hash(prefix + t) for t in texts]
+
+
+@settings(max_examples=100)
+@given(head=st.text(alphabet="0123456789ABCDEF", max_size=32), tails=st.lists(
+    st.text(alphabet="0123456789ABCDEF", min_size=4, max_size=4), min_size=8, max_size=40),
+    prefix=st.sampled_from(["", "T#", "TopicTest#"]))
+def test_batch_java_hashes_of_keys_sharing_a_head(head, tails, prefix):
+    """Texts of one length with a shared head (one producer's UNIQ_KEYs) skip the head's columns
+    and still hash as `String.hashCode()`, the head's length anywhere from 0 to all of the text."""
+    texts = [head + t for t in tails]
+    assert java_string_hashes(texts, prefix) == [java_string_hash(prefix + t) & 0xFFFFFFFF for t in texts]
+    assert java_string_hashes(texts, prefix, signed=True) == [java_string_hash(prefix + t) for t in texts]
 
 
 @given(st.dictionaries(prop_text, st.one_of(prop_text, st.none()), max_size=6))
