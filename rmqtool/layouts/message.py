@@ -244,12 +244,17 @@ def encode_records_parts(msgs: list[MessageExt]) -> list[bytes | bytearray]:
     hosts: dict[Host, bytes] = {}
     crc, i16, fixed_of = _crc32, _I16.pack, _FIXED
     pjoin, nvjoin, psep = P.PROPERTY_SEPARATOR.join, P.NAME_VALUE_SEPARATOR.join, P.PROPERTY_SEPARATOR
-    v6_flags = ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
+    v6_clear = ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG)
     last_topic: str | None = None
     last_born: Host | None = None
     last_store: Host | None = None
     topic_b = born_b = store_b = b""
     topic_len = 0
+    magic = MESSAGE_MAGIC_CODE
+    # what follows from the pair of packed hosts, worked out again only when the pair changes
+    pair: tuple[bytes, bytes] | None = None
+    v6_bits = head_size = 0
+    pack_into = fixed_of[False, False].pack_into
     for msg in msgs:
         topic = msg.topic
         if topic is not last_topic:  # consecutive messages share their objects: no hashing then
@@ -257,12 +262,15 @@ def encode_records_parts(msgs: list[MessageExt]) -> list[bytes | bytearray]:
             if hit is None:
                 hit = topics[topic] = topic_field(topic)
             last_topic = topic
-        topic_b, topic_len = hit
+            topic_b, topic_len = hit
+            magic = MESSAGE_MAGIC_CODE_V2 if topic_len > 127 else MESSAGE_MAGIC_CODE
         props = msg.properties
         try:
             props_b = (pjoin(map(nvjoin, props.items())) + psep).encode("utf-8") if props else b""
         except TypeError:  # a None, or a non-str key or value
-            topic_b = b""
+            last_topic = None
+            add(encode_record_parts(msg))
+            continue
         if not topic_b:
             add(encode_record_parts(msg))
             continue
@@ -277,23 +285,22 @@ def encode_records_parts(msgs: list[MessageExt]) -> list[bytes | bytearray]:
             if store_b is None:
                 store_b = hosts[store] = pack_host(store)
             last_store = store
-        born_v6, store_v6 = len(born_b) == 20, len(store_b) == 20
-        sys_flag = msg.sys_flag & v6_flags
-        if born_v6:
-            sys_flag |= BORNHOST_V6_FLAG
-        if store_v6:
-            sys_flag |= STOREHOSTADDRESS_V6_FLAG
+        if pair is None or born_b is not pair[0] or store_b is not pair[1]:
+            pair = (born_b, store_b)
+            born_v6, store_v6 = len(born_b) == 20, len(store_b) == 20
+            v6_bits = (BORNHOST_V6_FLAG if born_v6 else 0) | (STOREHOSTADDRESS_V6_FLAG if store_v6 else 0)
+            fixed = fixed_of[born_v6, store_v6]
+            head_size, pack_into = fixed.size, fixed.pack_into
+        sys_flag = (msg.sys_flag & v6_clear) | v6_bits
         body = msg.body
         body_len = len(body)
-        total = 74 + (20 if born_v6 else 8) + (20 if store_v6 else 8) + body_len + len(topic_b) + len(props_b)
+        total = head_size + body_len + len(topic_b) + 2 + len(props_b)
         body_crc = crc(body) & 0x7FFFFFFF
-        magic = MESSAGE_MAGIC_CODE_V2 if topic_len > 127 else MESSAGE_MAGIC_CODE
         msg.sys_flag, msg.magic_code, msg.total_size, msg.body_crc = sys_flag, magic, total, body_crc
-        fixed = fixed_of[born_v6, store_v6]
-        head = bytearray(fixed.size)
-        fixed.pack_into(head, 0, total, magic, body_crc, msg.queue_id, msg.flag, msg.queue_offset,
-                        msg.commit_log_offset, sys_flag, msg.born_timestamp, born_b, msg.store_timestamp, store_b,
-                        msg.reconsume_times, msg.prepared_transaction_offset, body_len)
+        head = bytearray(head_size)
+        pack_into(head, 0, total, magic, body_crc, msg.queue_id, msg.flag, msg.queue_offset, msg.commit_log_offset,
+                  sys_flag, msg.born_timestamp, born_b, msg.store_timestamp, store_b, msg.reconsume_times,
+                  msg.prepared_transaction_offset, body_len)
         add((head, body, topic_b, i16(len(props_b)) + props_b))
     return out
 

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from rmqtool.errors import InvalidMessage, StoreError
@@ -60,6 +61,30 @@ class PutResult:
     @property
     def ok(self) -> bool:
         return self.status == PutMessageStatus.PUT_OK
+
+
+_body_of, _topic_of, _size_of = attrgetter("body"), attrgetter("topic"), attrgetter("total_size")
+
+
+def _refuse_fields(msgs: list[MessageExt], max_size: int) -> None:
+    """InvalidMessage for the first message whose body or topic a record cannot hold."""
+    for msg in msgs:
+        body_len = len(msg.body)
+        if body_len > max_size:
+            raise InvalidMessage(f"message body is {body_len} bytes, the limit is {max_size}")
+        topic_len = topic_field(msg.topic)[1]
+        if topic_len > 32767:
+            raise InvalidMessage(f"topic is {topic_len} bytes, a record holds at most 32767")
+
+
+def _refuse_sizes(msgs: list[MessageExt], parts: list[bytes | bytearray], file_size: int) -> None:
+    """InvalidMessage for the first encoded message whose properties or record are too big."""
+    for msg, props in zip(msgs, parts[3::4], strict=True):
+        if len(props) - 2 > MAX_PROPERTIES_LENGTH:
+            raise InvalidMessage(f"properties are {len(props) - 2} bytes, the limit is {MAX_PROPERTIES_LENGTH}")
+        if msg.total_size + 8 > file_size:
+            raise InvalidMessage(f"record of {msg.total_size} bytes does not fit in a {file_size}-byte "
+                                 "commitlog file")
 
 
 class PutPath:
@@ -116,21 +141,15 @@ class PutPath:
                 prepared.append(msg)
         else:
             prepared = list(msgs)
+        # the checks in C over the whole batch; the per-message loops only find what to say
+        if prepared and (max(map(len, map(_body_of, prepared))) > max_size
+                or max(topic_field(t)[1] for t in set(map(_topic_of, prepared))) > 32767):
+            _refuse_fields(prepared, max_size)
         for msg in prepared:
-            body_len = len(msg.body)
-            if body_len > max_size:
-                raise InvalidMessage(f"message body is {body_len} bytes, the limit is {max_size}")
-            topic_len = topic_field(msg.topic)[1]
-            if topic_len > 32767:
-                raise InvalidMessage(f"topic is {topic_len} bytes, a record holds at most 32767")
             msg.store_host = store_host
         parts = encode_records_parts(prepared)
-        for msg, props in zip(prepared, parts[3::4], strict=True):
-            if len(props) - 2 > MAX_PROPERTIES_LENGTH:
-                raise InvalidMessage(f"properties are {len(props) - 2} bytes, the limit is {MAX_PROPERTIES_LENGTH}")
-            if msg.total_size + 8 > file_size:
-                raise InvalidMessage(f"record of {msg.total_size} bytes does not fit in a {file_size}-byte "
-                                     "commitlog file")
+        if prepared and max(map(len, parts[3::4])) - 2 > MAX_PROPERTIES_LENGTH or max(map(_size_of, prepared)) + 8 > file_size:
+            _refuse_sizes(prepared, parts, file_size)
         cl = self.commitlog
         listeners = bool(self.dispatch_listeners)
         with cl.put_lock:
