@@ -25,6 +25,7 @@ from rmqtool.layouts.net import Host
 from rmqtool.store.batchput import BatchPutResult, put_batch, put_bodies
 from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import DispatchRequest
+from rmqtool.store.putusual import put_usual
 
 if TYPE_CHECKING:
     from rmqtool.store.commitlog import CommitLog
@@ -141,6 +142,14 @@ class PutPath:
                 prepared.append(msg)
         else:
             prepared = list(msgs)
+        usual = put_usual(self, prepared) if len(prepared) > 1 else None
+        if usual is not None:  # the usual batch, appended and dispatched in one pass (putusual.py)
+            end, arrived = usual
+            ok = PutMessageStatus.PUT_OK
+            results = [PutResult(ok, msg, msg.commit_log_offset, msg.total_size, msg.queue_offset) for msg in prepared]
+            if self.arrival_listeners:
+                self._notify_arrivals(arrived)
+            return self._wait_durable(results, end, prepared)
         # the checks in C over the whole batch; the per-message loops only find what to say
         if prepared and (max(map(len, map(_body_of, prepared))) > max_size
                 or max(topic_field(t)[1] for t in set(map(_topic_of, prepared))) > 32767):
@@ -173,6 +182,10 @@ class PutPath:
             self._run_listeners()
         if self.arrival_listeners:
             self._notify_arrivals(arrived)
+        return self._wait_durable(results, end, prepared)
+
+    def _wait_durable(self, results: list[PutResult], end: int, prepared: list[MessageExt]) -> list[PutResult]:
+        """The group commit wait with SYNC_FLUSH and the slaves' with HA, up to CommitLog `end`."""
         if self.sync_flush and self.flush_service is not None:
             fs = self.flush_service
             if not fs.wait_flushed(end, self.config.sync_flush_timeout / 1000):
