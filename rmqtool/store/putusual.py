@@ -16,7 +16,8 @@ written and the general path takes the batch.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from operator import attrgetter
+from itertools import repeat
+from operator import and_, attrgetter
 from typing import Any
 
 from rmqtool.errors import StoreError
@@ -51,12 +52,15 @@ def put_usual(store: Any, msgs: list[MessageExt]) -> tuple[int, Iterable[tuple[s
     limits, and the batch fits in the current CommitLog file. None otherwise, with nothing
     appended (the fields set by then are the ones the general path sets again).
     """
+    n = len(msgs)
+    if n < 2 or store.dispatch_listeners:
+        return None
     first = msgs[0]
     topic, born_host = first.topic, first.born_host
-    if (len(msgs) < 2 or store.dispatch_listeners or topic == SCHEDULE_TOPIC
-            or not all(t is topic or t == topic for t in map(_topic_of, msgs))
-            or not all(b is born_host or b == born_host for b in map(_born_of, msgs))
-            or any(f & TRANSACTION_TYPE_MASK for f in map(_flag_of, msgs))):
+    # in C: list.count compares by identity first, then by value
+    if (topic == SCHEDULE_TOPIC or list(map(_topic_of, msgs)).count(topic) != n
+            or list(map(_born_of, msgs)).count(born_host) != n
+            or any(map(and_, map(_flag_of, msgs), repeat(TRANSACTION_TYPE_MASK)))):
         return None
     topic_b, topic_len = topic_field(topic)
     if not topic_b:
@@ -88,12 +92,12 @@ def put_usual(store: Any, msgs: list[MessageExt]) -> tuple[int, Iterable[tuple[s
         for msg in msgs:  # outside the lock: everything but queue offset, position and store time
             props = msg.properties
             props_b = (pjoin(map(nvjoin, props.items())) + psep).encode("utf-8") if props else b""
-            n = len(props_b)
-            if n > longest_props:
-                longest_props = n
-            add_field(i16(n) + props_b)
+            plen = len(props_b)
+            if plen > longest_props:
+                longest_props = plen
+            add_field(i16(plen) + props_b)
             body = msg.body
-            total = fixed_size + len(body) + n
+            total = fixed_size + len(body) + plen
             batch_size += total
             msg.store_host = store_host
             msg.sys_flag = (msg.sys_flag & v6_clear) | v6_bits
@@ -160,8 +164,7 @@ def put_usual(store: Any, msgs: list[MessageExt]) -> tuple[int, Iterable[tuple[s
                 find(topic, qid).put_batch(units)
             dispatcher.last_cq_store_timestamp = now
             if dispatcher.index is not None:
-                build_index_columns(dispatcher.index, [topic] * len(msgs), now, phys_list, uniqs, texts)
+                build_index_columns(dispatcher.index, [topic] * n, now, phys_list, uniqs, texts)
         except (StoreError, OSError) as e:  # as `PutPath._dispatch_locked`: the records stay
             store.dispatch_failed(e)
-        end = cl.max_offset
-    return end, [(topic, qid) for qid in runs]
+    return base + pos, [(topic, qid) for qid in runs]  # the CommitLog's end: `mf` is its last file
