@@ -99,9 +99,13 @@ class EntryCache:
             fields = getattr(entry, "__dict__", None)
             line = old.get(name)
             if line is None or fields is None or fields_of.get(name) != fields:
-                if fields is not None:  # copied first: a change made while the text is made shows next time
-                    fields_of[name] = _copy_fields(fields)
-                line = f"{pad}{_string(name)}:{dumps(entry.to_bean(), indent)}"
+                try:
+                    if fields is not None:  # copied first: a change made while the text is made shows next time
+                        fields_of[name] = _copy_fields(fields)
+                    line = f"{pad}{_string(name)}:{dumps(entry.to_bean(), indent)}"
+                except BaseException:  # changed under us (the writer encodes again): no stale text kept
+                    fields_of.pop(name, None)
+                    raise
             lines[name] = line
         if len(fields_of) > len(lines):  # entries were deleted
             self._fields = {n: f for n, f in fields_of.items() if n in lines}

@@ -159,3 +159,22 @@ def test_group_and_topic_files_reuse_unchanged_entries_and_write_changed_ones(tm
     assert topics.to_text() == uncached(topics, "topicConfigTable")
     # the entries' texts are strings only: nothing the garbage collector scans
     assert not gc.is_tracked(groups._texts._lines) and not gc.is_tracked(groups._texts._spread)
+
+
+def test_an_entry_that_fails_to_encode_is_made_again_next_time(tmp_path, monkeypatch):
+    """The writer encodes while handlers change the tables; an encode that meets an entry changing
+    under it fails and is run again, and that entry must not come back with its old text."""
+    topics = TopicConfigManager(tmp_path)
+    topics.table["t"] = TopicConfig("t", 2, 2, 6)
+    topics.to_text()
+    topics.table["t"].perm = 4
+    real = TopicConfig.to_bean
+
+    def changing(self):
+        raise RuntimeError("dictionary changed size during iteration")
+
+    monkeypatch.setattr(TopicConfig, "to_bean", changing)
+    with pytest.raises(RuntimeError):
+        topics.to_text()
+    monkeypatch.setattr(TopicConfig, "to_bean", real)
+    assert loads(topics.to_text())["topicConfigTable"]["t"]["perm"] == 4
