@@ -33,3 +33,15 @@ def run_rmqtool(*args: str, input: bytes | str | None = None, timeout: float = 6
 @pytest.fixture
 def rmq():
     return run_rmqtool
+
+
+def pytest_collection_modifyitems(config, items):
+    """`quiet` tests assert latencies (500 new groups: every route look-up under 100 ms), which
+    tests running beside them on other cores would make: in a parallel run (an xdist worker)
+    they are skipped, and the README's test command runs them afterwards on their own."""
+    if not hasattr(config, "workerinput"):
+        return
+    skip = pytest.mark.skip(reason="quiet: measured alone by `python3 -m pytest -ra -m quiet -n 0`")
+    for item in items:
+        if item.get_closest_marker("quiet") is not None:
+            item.add_marker(skip)

@@ -112,9 +112,19 @@ class RouteInfoManager:
         if (broker_id == 0 or prime_slave) and topics is not None and (changed or first):
             # an acting master (a prime slave with enableActingMaster) is listed read-only
             wipe = PERM_WRITE if prime_slave and enable_acting_master else 0
+            table = self.topic_queue_table
             for tc in topics.values():
-                self.topic_queue_table.setdefault(tc.topicName, {})[name] = QueueData(
-                    name, tc.readQueueNums, tc.writeQueueNums, tc.perm & ~wipe, tc.topicSysFlag)
+                queues = table.get(tc.topicName)
+                if queues is None:
+                    queues = table[tc.topicName] = {}
+                perm = tc.perm & ~wipe
+                qd = queues.get(name)
+                # an unchanged topic keeps its QueueData: a broker re-registers its whole table
+                # for each new topic, and 1000 new objects each time kept the garbage collector
+                # busy on the event loop (full collections every few registrations)
+                if qd is None or qd.readQueueNums != tc.readQueueNums or qd.writeQueueNums != tc.writeQueueNums \
+                        or qd.perm != perm or qd.topicSysFlag != tc.topicSysFlag:
+                    queues[name] = QueueData(name, tc.readQueueNums, tc.writeQueueNums, perm, tc.topicSysFlag)
             # topics this broker no longer has lose its queue data, only when configured so
             for topic in list(self.topic_queue_table) if self.delete_topic_with_broker_registration else ():
                 if topic not in topics and name in self.topic_queue_table[topic]:

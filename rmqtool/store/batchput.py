@@ -44,6 +44,7 @@ from rmqtool.layouts.message import topic_field
 from rmqtool.layouts.msgid import host_hex
 from rmqtool.layouts.net import Host, pack_host
 from rmqtool.store.dispatch import build_index_columns
+from rmqtool.store.diskspace import DiskFull
 
 _I16 = struct.Struct(">h")
 # totalSize .. bodyLength for each (bornHost v6, storeHost v6), as `encode_record_parts` packs it
@@ -253,6 +254,12 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
         mf = mfq.files[-1] if mfq.files else None
         if store.closed or mf is None or mf.wrote_position + batch_size + END_FILE_MIN_BLANK_LENGTH > file_size:
             return None  # a new file (and maybe a blank) first: put_messages knows how
+        # blocks are reserved in chunks ahead of the write position (mappedfile.RESERVE_AHEAD):
+        # a store past the reserved point lands in a hole, a SIGBUS on a full disk
+        try:
+            mf.ensure_reserved(mf.wrote_position + batch_size + END_FILE_MIN_BLANK_LENGTH)
+        except DiskFull:
+            return None  # nothing changed yet: put_messages refuses it with RocketMQ's status
         now = store.clock()
         table = cl.topic_queue_table
         start = pos = mf.wrote_position

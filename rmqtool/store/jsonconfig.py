@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from rmqtool.errors import StoreError
+from rmqtool.layouts.javahash import java_string_hash
 
 log = logging.getLogger("rmqtool.store.config")
 
@@ -61,29 +62,71 @@ class Raw(str):
 
 
 class EntryCache:
-    """The text of each entry of a big table, made again only for the entries that changed.
+    """The text of a big table (topics, groups), each entry made again only when it changed.
 
-    A request answered once its topic or group is on disk means a write per request, and
-    encoding 500 groups took ~20 ms (up to ~120 ms on a loaded machine) of the writer thread,
-    holding the GIL the event loop needs. An entry's bean is compared by `repr` (exact for
-    the str/int/bool/enum/dict values beans hold): ~5x cheaper than writing it.
+    A request answered once its topic or group is on disk means a write per request. Making
+    the whole table each time (bean, text and Java hash bucket of 1000 entries: ~10 ms a
+    file, more on a loaded machine) kept the writer thread holding the GIL the event loop
+    needs, and the tuples it kept per entry filled the garbage collector's oldest generation
+    (a full collection every few writes). Now an entry is compared with a copy of its fields
+    taken when its text was made (a C-level dict comparison); only new or changed entries are
+    written again, and the cache holds strings only, which the collector does not track.
+    Entries come in the order of the Java map the broker writes (`ConcurrentHashMap` with
+    `buckets` buckets, `javahash.hashmap_order`), each name's bucket hash computed once.
     """
 
-    def __init__(self) -> None:
-        self._texts: dict[str, tuple[str, str]] = {}
+    def __init__(self, buckets: int) -> None:
+        self.buckets = buckets
+        self._spread: dict[str, int] = {}  # name -> HashMap.hash(name.hashCode())
+        self._fields: dict[str, Any] = {}  # name -> copy of the entry's fields its text was made from
+        self._lines: dict[str, str] = {}  # name -> its line: NL, indentation, "name":{...}
 
-    def render(self, beans: dict[str, Any], indent: int) -> dict[str, Any]:
-        """`beans` with each value replaced by its `dumps(value, indent)` text (as `Raw`)."""
-        old, new = self._texts, {}
-        out: dict[str, Any] = {}
-        for name, bean in beans.items():
-            key = repr(bean)
-            hit = old.get(name)
-            text = hit[1] if hit is not None and hit[0] == key else dumps(bean, indent)
-            new[name] = (key, text)
-            out[name] = Raw(text)
-        self._texts = new
-        return out
+    def render(self, table: dict[str, Any], indent: int) -> Raw:
+        """`dumps` of `table` (values have `to_bean()`) whose entries are at `indent`, as `Raw`."""
+        entries = list(table.items())  # one C call: a handler may change the table meanwhile
+        if not entries:
+            return Raw("{}")
+        spread, fields_of, old = self._spread, self._fields, self._lines
+        lines: dict[str, str] = {}
+        pad = "\n" + "\t" * indent
+        hashes = []
+        for name, entry in entries:
+            h = spread.get(name)
+            if h is None:
+                h = java_string_hash(name) & 0xFFFFFFFF
+                h = spread[name] = h ^ (h >> 16)
+            hashes.append(h)
+            fields = getattr(entry, "__dict__", None)
+            line = old.get(name)
+            if line is None or fields is None or fields_of.get(name) != fields:
+                try:
+                    if fields is not None:  # copied first: a change made while the text is made shows next time
+                        fields_of[name] = _copy_fields(fields)
+                    line = f"{pad}{_string(name)}:{dumps(entry.to_bean(), indent)}"
+                except BaseException:  # changed under us (the writer encodes again): no stale text kept
+                    fields_of.pop(name, None)
+                    raise
+            lines[name] = line
+        if len(fields_of) > len(lines):  # entries were deleted
+            self._fields = {n: f for n, f in fields_of.items() if n in lines}
+        self._lines = lines
+        cap = 1
+        while cap < self.buckets:
+            cap <<= 1
+        while len(entries) > cap * 3 // 4:
+            cap <<= 1
+        mask = cap - 1
+        order = sorted(range(len(entries)), key=[h & mask for h in hashes].__getitem__)  # stable: insertion order in a bucket
+        return Raw("{" + ",".join([lines[entries[i][0]] for i in order]) + "\n" + "\t" * (indent - 1) + "}")
+
+
+def _copy_fields(value: Any) -> Any:
+    """`value` with its containers copied (their contents may change in place later)."""
+    if isinstance(value, dict):
+        return {k: _copy_fields(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return type(value)(_copy_fields(v) for v in value)
+    return value
 
 
 _ESCAPES = {

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rmqtool.layouts.javahash import hashmap_order
 from rmqtool.store.jsonconfig import Bean, ConfigManager, DataVersion, EntryCache
 from rmqtool.validators import check_group
 
@@ -77,7 +76,7 @@ class SubscriptionGroupManager(ConfigManager):
     def __init__(self, config_dir: Path, *, auto_create_subscription_group: bool = True,
                  clock: Callable[[], int] | None = None) -> None:
         super().__init__(config_dir)
-        self._texts = EntryCache()  # the table's entries as written last time
+        self._texts = EntryCache(_TABLE_BUCKETS)  # the table's text as written last time
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.auto_create = auto_create_subscription_group
         self.data_version = DataVersion(timestamp=self.clock())
@@ -86,9 +85,8 @@ class SubscriptionGroupManager(ConfigManager):
         self._lock = threading.Lock()
 
     def encode(self) -> Any:
-        names = hashmap_order(list(self.table), _TABLE_BUCKETS)
         return Bean(dataVersion=self.data_version.to_bean(), forbiddenTable=dict(self.forbidden_table),
-                    subscriptionGroupTable=self._texts.render({n: self.table[n].to_bean() for n in names}, 2))
+                    subscriptionGroupTable=self._texts.render(self.table, 2))
 
     def decode(self, data: Any) -> None:
         for name, cfg in (data.get("subscriptionGroupTable") or {}).items():

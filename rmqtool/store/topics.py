@@ -23,7 +23,6 @@ from rmqtool.layouts.constants import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from rmqtool.layouts.javahash import hashmap_order
 from rmqtool.store.jsonconfig import Bean, ConfigManager, DataVersion, EntryCache
 
 # PermName
@@ -118,7 +117,7 @@ class TopicConfigManager(ConfigManager):
                  default_topic_queue_nums: int = 4, auto_create_topic_enable: bool = True,
                  timer_wheel_enable: bool = True, clock: Callable[[], int] | None = None) -> None:
         super().__init__(config_dir)
-        self._texts = EntryCache()  # the table's entries as written last time
+        self._texts = EntryCache(_TABLE_BUCKETS)  # the table's text as written last time
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.default_topic_queue_nums = default_topic_queue_nums
         self.auto_create_topic_enable = auto_create_topic_enable
@@ -132,9 +131,8 @@ class TopicConfigManager(ConfigManager):
 
     # -- ConfigManager ---------------------------------------------------------------------------
     def encode(self) -> Any:
-        names = hashmap_order(list(self.table), _TABLE_BUCKETS)
         return Bean(dataVersion=self.data_version.to_bean(),
-                    topicConfigTable=self._texts.render({n: self.table[n].to_bean() for n in names}, 2))
+                    topicConfigTable=self._texts.render(self.table, 2))
 
     def decode(self, data: Any) -> None:
         for name, tc in (data.get("topicConfigTable") or {}).items():

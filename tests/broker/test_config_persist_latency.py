@@ -23,6 +23,7 @@ from tests.broker.conftest import TEST_CONF, ServeProcess, Wire, heartbeat_body,
 from tests.serve_helpers import rmqtool_env
 
 ATTEMPTS = 3  # a 2-core machine shared with other work can stall any process once in a while
+BUDGET_S = 0.100  # every route look-up while the groups arrive
 
 # the new groups come from another process, so the look-ups here do not share its GIL
 LOAD = """
@@ -107,20 +108,18 @@ def _idle_lookups(lookups: Wire, n: int) -> list[float]:
 
 
 @pytest.mark.slow
+@pytest.mark.quiet
 def test_500_new_groups_do_not_stall_route_lookups(tmp_path):
-    """Every look-up under 100 ms while 500 groups arrive, on top of what the machine itself adds:
-    on a loaded shared machine an idle serve's slowest look-up (measured just before) reaches
-    tens of ms alone and a busy one more, so the budget is 100 ms plus three times that idle
-    worst. Writing the files on the loop stalled look-ups for 0.5-1.2 s here.
+    """Every look-up under 100 ms while 500 groups arrive (writing the files on the loop stalled
+    look-ups for 0.5-1.2 s here).
 
-    Why not a flat 100 ms: a loop-lag probe in serve (5 ms sleeps, each split with the loop
-    thread's /proc schedstat into its own CPU, run-queue wait and blocked time) on the shared
-    2-core machine (load average 10-18) showed an idle serve's loop stalled up to 221-246 ms,
-    99 % of it run-queue wait (runnable, no CPU given); during the 500 groups, of the stalls
-    over 50 ms, 3 % was the loop's own work, 70-85 % run-queue wait and the rest blocked
-    (the GIL, held by the config writer encoding 500-group files). Nothing on the loop itself
-    blocks: its slowest step is registering the topic table with the in-process name server,
-    ~3 ms with 500 topics."""
+    A `quiet` test: run alone (`-m quiet -n 0`), as tests beside it on other cores stall the
+    loop by themselves. What remained was the garbage collector and the config writer: full
+    collections of start-up's objects (14-29 ms of the loop's CPU each, 35 during 1000 groups)
+    and a writer making 1000-entry files from scratch (7-12 ms each, holding the GIL), now
+    start-up frozen out of the collector (2-4 ms a pass) and only changed entries written again
+    (1-2 ms). An idle serve's slowest look-up, measured just before, goes into the failure
+    message: a machine busy with other work shows there."""
     serve = ServeProcess(tmp_path / "store")
     try:
         producer = Wire(serve.broker)
@@ -134,10 +133,11 @@ def test_500_new_groups_do_not_stall_route_lookups(tmp_path):
             latencies = _lookups_during_new_groups(serve, lookups, 500 * attempt)
             assert len(latencies) > 50
             seen.append((round(max(latencies) * 1000), round(idle * 1000)))
-            if max(latencies) < 0.100 + 3 * idle:
+            if max(latencies) < BUDGET_S:
                 break
         else:
-            raise AssertionError(f"slowest route look-up during 500 new groups, and idle, per attempt (ms): {seen}")
+            raise AssertionError("slowest route look-up during 500 new groups, and an idle serve's slowest "
+                                 f"just before, per attempt (ms): {seen}; the budget is {BUDGET_S * 1000:g} ms")
         lookups.close()
     finally:
         code = serve.stop()

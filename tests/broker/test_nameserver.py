@@ -331,3 +331,21 @@ def test_a_prime_slave_registering_without_the_masters_topic_keeps_its_route_unl
         if kept:
             assert route.brokerDatas[0].brokerAddrs == {1: "1.2.3.4:2"}
         assert rim.pickup_topic_route_data("U") is not None
+
+
+def test_a_registration_keeps_the_queue_data_of_unchanged_topics_and_replaces_changed_ones():
+    """A broker registers its whole table for each new topic: the unchanged topics' QueueData
+    stay the same objects (no new objects for the collector), a changed one is replaced."""
+    rim = RouteInfoManager()
+    table = {f"T{i}": TopicConfig(f"T{i}", 4, 4) for i in range(3)}
+    rim.register_broker("C", "1.2.3.4:1", "b", 0, "", table, DataVersion(1, 1))
+    before = {t: rim.topic_queue_table[t]["b"] for t in table}
+    table["T1"] = TopicConfig("T1", 8, 8)
+    table["T2"] = TopicConfig("T2", 4, 4, perm=4)
+    table["T3"] = TopicConfig("T3", 2, 2)
+    rim.register_broker("C", "1.2.3.4:1", "b", 0, "", table, DataVersion(2, 2))
+    after = {t: rim.topic_queue_table[t]["b"] for t in table}
+    assert after["T0"] is before["T0"]
+    assert (after["T1"].readQueueNums, after["T1"].writeQueueNums, after["T2"].perm) == (8, 8, 4)
+    assert after["T3"].readQueueNums == 2
+    assert rim.pickup_topic_route_data("T1").queueDatas[0].writeQueueNums == 8

@@ -93,3 +93,35 @@ def test_without_a_running_writer_persist_writes_at_once(tmp_path):
     writer.attach(groups)  # attached but never started (or already stopped)
     groups.find("g1")
     assert "g1" in read_file(tmp_path / "subscriptionGroup.json")["subscriptionGroupTable"]
+
+
+def test_a_commit_offset_is_not_held_up_while_the_writer_encodes_the_offsets(tmp_path, monkeypatch):
+    """commit_offset runs on the event loop; the writer thread's encode holds the offsets lock
+    only to copy the table, not while it orders and copies its entries (ms for 1000 groups)."""
+    from rmqtool.store import offsets
+
+    m = ConsumerOffsetManager(tmp_path)
+    for i in range(10):
+        m.commit_offset(f"g{i}", "T", 0, i)
+    inside, committed = threading.Event(), threading.Event()
+    real = offsets.hashmap_order
+
+    def slow_order(keys, buckets):
+        if buckets == offsets._TABLE_BUCKETS and not inside.is_set():
+            inside.set()
+            committed.wait(10)  # the encode stays here until the commit went through (or 10 s)
+        return real(keys, buckets)
+
+    monkeypatch.setattr(offsets, "hashmap_order", slow_order)
+    texts = []
+    encoder = threading.Thread(target=lambda: texts.append(m.to_text()))
+    encoder.start()
+    assert inside.wait(10)
+    t0 = time.monotonic()
+    m.commit_offset("g_new", "T", 1, 7)
+    committed.set()
+    took = time.monotonic() - t0
+    encoder.join(20)
+    assert took < 5, f"commit_offset waited {took:.1f} s for the encode"
+    assert '"T@g3":{0:3' in texts[0].replace("\n", "").replace("\t", "")
+    assert m.query_offset("g_new", "T", 1) == 7

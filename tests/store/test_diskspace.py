@@ -242,3 +242,50 @@ def test_cleanup_by_age_says_expired_and_a_round_that_deletes_nothing_is_silent(
                                            "expired: older than fileReservedTime 1 h")
     finally:
         store.close()
+
+
+def test_the_batch_path_reserves_blocks_ahead_of_its_writes_and_falls_back_on_a_full_disk(tmp_path, monkeypatch):
+    """put_bodies (SEND_BATCH, `rmqtool send` lines) copies records straight into the CommitLog:
+    it too must reserve past the chunk reserved so far, else its stores land in a hole (SIGBUS
+    on a full disk). Where the disk has no room it does nothing and leaves the batch to
+    put_messages, which refuses it with RocketMQ's status."""
+    from rmqtool.layouts.net import Host
+    from rmqtool.store import mappedfile
+
+    monkeypatch.setattr(mappedfile, "RESERVE_AHEAD", 16 * 1024)  # chunks of 16 KiB in 256 KiB files
+    host = Host("127.0.0.1", 1)
+    config = small_config(mapped_file_size_commit_log=256 * 1024, mapped_file_size_consume_queue=6000 * 20)
+
+    def batch(store, name):
+        return store.put_bodies("TopicTest", 0, [b"b" * 1000] * 10, {"UNIQ_KEY": "u"},
+                                [f"{name}-{k}" for k in range(10)], 1, host)
+
+    with MessageStore.open(tmp_path / "s", config) as store:
+        assert store.put_message(make_msg(0)).status == PutMessageStatus.PUT_OK
+        mf = store.commitlog.mfq.files[-1]
+        assert mf.reserved_until == 16 * 1024
+        for i in range(5):  # 5 x 11 KiB: past the first chunks, all in this file
+            r = batch(store, f"b{i}")
+            assert r is not None and r.status == "PUT_OK"
+            assert mf.reserved_until >= mf.wrote_position, (i, mf.reserved_until, mf.wrote_position)
+        real = os.posix_fallocate
+
+        def full_for_the_commitlog(fd, offset, length):
+            if fd == mf.fd:
+                _enospc()
+            return real(fd, offset, length)
+
+        monkeypatch.setattr(os, "posix_fallocate", full_for_the_commitlog)
+        for i in range(5):  # what is reserved is used up, then the batch path gives up
+            end = store.commitlog.max_offset
+            units = store.get_max_offset_in_queue("TopicTest", 0)
+            r = batch(store, f"full{i}")
+            if r is None:
+                break
+            assert mf.reserved_until >= mf.wrote_position
+        else:
+            raise AssertionError("the batch path kept writing with no blocks to reserve")
+        assert store.commitlog.max_offset == end and store.get_max_offset_in_queue("TopicTest", 0) == units
+        assert mf.wrote_position < mf.file_size - 20 * 1024  # not a full file: the reservation said no
+        assert store.put_messages([make_msg(k, body_size=1000) for k in range(10)])[0].status == \
+            PutMessageStatus.CREATE_MAPPED_FILE_FAILED

@@ -130,27 +130,51 @@ def test_delay_offset_writer_of_the_schedule_service_matches_fastjson():
 
 
 def test_group_and_topic_files_reuse_unchanged_entries_and_write_changed_ones(tmp_path):
-    from rmqtool.store.jsonconfig import dumps
-    from rmqtool.store.subscriptions import SubscriptionGroupManager
-    from rmqtool.store.topics import TopicConfig, TopicConfigManager
+    import gc
+
+    from rmqtool.layouts.javahash import hashmap_order
 
     groups, topics = SubscriptionGroupManager(tmp_path), TopicConfigManager(tmp_path)
-    for i in range(50):
+    for i in range(1600):  # past 1536 entries the Java table doubles: the order changes
         groups.find(f"g{i}", persist=False)
         topics.table[f"t{i}"] = TopicConfig(f"t{i}", 2, 2, 6)
 
     def uncached(m, table_key):
         whole = m.encode()
-        whole[table_key] = {n: m.table[n].to_bean() for n in whole[table_key]}
+        whole[table_key] = {n: m.table[n].to_bean() for n in hashmap_order(list(m.table), 2048)}
         return dumps(whole)
 
     assert groups.to_text() == uncached(groups, "subscriptionGroupTable")
     assert topics.to_text() == uncached(topics, "topicConfigTable")
     groups.table["g3"].retry_max_times = 3  # changed in place: the cached text must not be reused
     groups.table["g4"].attributes["k"] = "v"
+    groups.table["g5"].group_retry_policy["customizedRetryPolicy"] = {"max": 9}
     topics.table["t5"].perm = 4
     del groups.table["g6"]
     text = groups.to_text()
     assert text == uncached(groups, "subscriptionGroupTable") and '"g6"' not in text
-    assert '"retryMaxTimes":3' in text and '"k":"v"' in text
+    assert '"retryMaxTimes":3' in text and '"k":"v"' in text and '"max":9' in text
+    groups.table["g5"].group_retry_policy["customizedRetryPolicy"]["max"] = 10  # a nested change
+    assert '"max":10' in groups.to_text()
     assert topics.to_text() == uncached(topics, "topicConfigTable")
+    # the entries' texts are strings only: nothing the garbage collector scans
+    assert not gc.is_tracked(groups._texts._lines) and not gc.is_tracked(groups._texts._spread)
+
+
+def test_an_entry_that_fails_to_encode_is_made_again_next_time(tmp_path, monkeypatch):
+    """The writer encodes while handlers change the tables; an encode that meets an entry changing
+    under it fails and is run again, and that entry must not come back with its old text."""
+    topics = TopicConfigManager(tmp_path)
+    topics.table["t"] = TopicConfig("t", 2, 2, 6)
+    topics.to_text()
+    topics.table["t"].perm = 4
+    real = TopicConfig.to_bean
+
+    def changing(self):
+        raise RuntimeError("dictionary changed size during iteration")
+
+    monkeypatch.setattr(TopicConfig, "to_bean", changing)
+    with pytest.raises(RuntimeError):
+        topics.to_text()
+    monkeypatch.setattr(TopicConfig, "to_bean", real)
+    assert loads(topics.to_text())["topicConfigTable"]["t"]["perm"] == 4
