@@ -125,13 +125,12 @@ def store_lines(target: Any, batch: Any) -> StoredLines | None:
     first = start % n
     qids = [(first + i) % n for i in range(count)]
     uniqs = target.uniq.create_many(now, count)
-    cluster, uniq_key, cluster_key, broker_order = (broker.config.broker_cluster_name, P.UNIQ_KEY, P.CLUSTER,
-                                                    P.broker_order)
+    cluster, uniq_key, cluster_key = broker.config.broker_cluster_name, P.UNIQ_KEY, P.CLUSTER
     for props, u in zip(maps, uniqs, strict=True):  # LocalBroker.send_batch's preparation of each map
         props[uniq_key] = u
         props[cluster_key] = cluster
     try:
-        ordered = [broker_order(p, owned=True) for p in maps]
+        ordered = _broker_order(maps)
         store = broker.store
         put = store.put_batch(topic, qids, 0, now, _BORN_HOST, 0, flags, bodies, ordered)
         if put is None:  # a new CommitLog file, a hook...: the MessageExts send_batch stores the same from
@@ -149,6 +148,24 @@ def store_lines(target: Any, batch: Any) -> StoredLines | None:
     queue_offsets = put.queue_offsets or [put.queue_offset + i for i in range(count)]
     return StoredLines("SEND_OK" if put.status == "PUT_OK" else put.status, topic, uniqs, host_hex(put.store_host),
                        put.wrote_offsets, qids, queue_offsets, batch.origins)
+
+
+def _broker_order(maps: list[dict[str, str]]) -> list[dict[str, str]]:
+    """`P.broker_order(m, owned=True)` of each map; the order is worked out once for a run of
+    maps with the same keys (a batch's maps mostly have)."""
+    out: list[dict[str, str]] = []
+    add = out.append
+    last: tuple[str, ...] | None = None
+    order: tuple[str, ...] = ()
+    same = True
+    for m in maps:
+        keys = tuple(m)
+        if keys != last:
+            last = keys
+            order = tuple(P.broker_order(dict.fromkeys(keys)))
+            same = order == keys
+        add(m if same else {k: m[k] for k in order})
+    return out
 
 
 class _Rows:

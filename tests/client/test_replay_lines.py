@@ -74,6 +74,23 @@ def _line(rnd: random.Random, i: int, topics: list[str]) -> str:
     return json.dumps(o, ensure_ascii=rnd.random() < 0.5)
 
 
+def _usual_line(rnd: random.Random, i: int) -> str:
+    """A line of consume's shape, its fields varied within what parse_lines takes itself."""
+    props: dict[str, str] = {}
+    for key in rnd.sample(["UNIQ_KEY", "WAIT", "CLUSTER", "TAGS", "KEYS", "ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_MESSAGE_ID",
+                           "color", "é"], rnd.randrange(0, 6)):
+        props[key] = rnd.choice([f"v{i}", "ünï", f"{i:032X}"]) if rnd.random() < 0.98 else ""
+    o: dict[str, object] = {"topic": rnd.choice(["ReplayA", "ReplayB"]), "body": f"b{i} " + "é" * rnd.randrange(3),
+                            "properties": props, "msgId": f"7F000001{i:024X}" if rnd.random() < 0.99 else ""}
+    for name in ("queueId", "queueOffset", "storeTimestamp", "bornTimestamp", "flag", "commitLogOffset"):
+        if rnd.random() < 0.7:
+            o[name] = rnd.choice([0, i, None])
+    for name in ("tags", "keys", "storeHost"):
+        if rnd.random() < 0.5:
+            o[name] = rnd.choice([f"x{i}", None, "", "10.0.0.1:10911"])
+    return json.dumps(o)
+
+
 def _slow(lines, first, to_topic):
     got, error = [], None
     try:
@@ -96,6 +113,19 @@ def test_parsed_fields_are_the_per_message_path_s(seed):
         fast = [(t, b, f, list(p.items()), o)
                 for t, b, f, p, o in zip(got.topics, got.bodies, got.flags, got.maps, got.origins, strict=True)]
         assert (fast, None if got.error is None else str(got.error)) == _slow(lines, first, to_topic)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batches_of_usual_lines_give_the_per_message_path_s_fields(seed):
+    """Batches of consume-shaped lines, every one taken by the loop's own path."""
+    rnd = random.Random(seed)
+    for _round in range(60):
+        lines = [_usual_line(rnd, i).encode() for i in range(rnd.randrange(1, 40))]
+        to_topic = "Other" if _round % 5 == 0 else None
+        got = parse_lines(lines, 1, to_topic=to_topic)
+        fast = [(t, b, f, list(p.items()), o)
+                for t, b, f, p, o in zip(got.topics, got.bodies, got.flags, got.maps, got.origins, strict=True)]
+        assert (fast, got.error) == _slow(lines, 1, to_topic)
 
 
 def _lines(n: int, seed: int) -> list[bytes]:
@@ -125,7 +155,7 @@ def _lines(n: int, seed: int) -> list[bytes]:
         o["flag"] = i % 3
         if i == 500:
             o["body"] = ""  # refused
-        elif i % 13 == 0:
+        elif 600 <= i < 700 and i % 13 == 0:  # in a few batches only (each takes the per-line loop)
             o["bodyBase64"] = "gAH/" * (1 + i % 5)
         else:
             o["body"] = f"message {i} " + "ä" * (i % 3) + "x" * rnd.randrange(0, 400)
