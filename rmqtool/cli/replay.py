@@ -63,16 +63,10 @@ def replay(
     network = common.network_mode(ctx, namesrv)
     warn = common.warn
     if jsonl is not None:
-        if jsonl == "-":
-            items = list(R.from_json_lines(sys.stdin, to_topic=to_topic, warn=warn))
-        else:
-            try:
-                with open(jsonl, encoding="utf-8") as fh:
-                    items = list(R.from_json_lines(fh, to_topic=to_topic, warn=warn))
-            except OSError as e:
-                raise InvalidInput(f"cannot read {jsonl}: {e.strerror or e}") from None
-        items = [i for i in items if window.accepts(i.source)]
-    elif from_store is not None:
+        _replay_jsonl(jsonl, window, to_topic=to_topic, dry_run=dry_run, rate=rate, group=group, json_out=json_out,
+                      store=store, namesrv=namesrv, network=network)
+        return
+    if from_store is not None:
         items = list(R.from_store(from_store, topic=topic, dlq_group=dlq, window=window, to_topic=to_topic,
                                   warn=warn))
     elif network:
@@ -81,48 +75,147 @@ def replay(
     else:
         items = list(R.from_store(common.store_dir(store), topic=topic, dlq_group=dlq, window=window,
                                   to_topic=to_topic, warn=warn))
-    target: Any = None
-    if not dry_run:
-        target = R.NetworkTarget(namesrv, group) if network else R.StoreTarget(common.store_dir(store), common.store_config(common.store_dir(store)))
-    fmt = common.choose_format(None, json_out)
-    writer = common.JsonLinesWriter()
-    rows: list[dict[str, Any]] = []
-    on_result = writer.write_obj if fmt == "json" else rows.append
-    progress = None
-    task = None
-    if common.is_tty(sys.stderr) and items and not dry_run:
-        from rich.console import Console
-        from rich.progress import Progress
-
-        progress = Progress(console=Console(stderr=True), transient=True)
-        progress.start()
-        task = progress.add_task("replaying", total=len(items))
-
-    def on_progress(n: int) -> None:
-        if progress is not None and task is not None:
-            progress.update(task, completed=n)
-
-    def on_error(msg: Any, e: Exception) -> None:
-        warn(f"{msg.topic}: {e}")
-
+    target = None if dry_run else _target(network, namesrv, group, store)
+    out = _Output(json_out, dry_run, bool(items), len(items))
     try:
-        summary = R.replay(items, target, dry_run=dry_run, rate=rate, on_result=on_result,
-                           on_progress=on_progress, on_error=on_error)
+        summary = R.replay(items, target, dry_run=dry_run, rate=rate, on_result=out.on_result,
+                           on_progress=out.on_progress, on_error=out.on_error)
     finally:
-        if progress is not None:
-            progress.stop()
-        writer.flush()
+        out.close()
         if target is not None:
             target.close()
-    if rows:
-        common.print_table(rows, RESULT_COLUMNS if not dry_run else ["status", "topic", "tags", "keys", "body"])
-    per_topic = ", ".join(f"{t}: {n}" for t, n in sorted(summary.by_topic.items()))
-    verb = "would send" if dry_run else "sent"
-    print(f"rmqtool replay: {summary.selected} selected, {verb} {summary.sent if not dry_run else summary.selected}, "
-          f"{summary.failed} failed in {summary.seconds:.2f}s" + (f" ({per_topic})" if per_topic else ""),
-          file=sys.stderr)
-    if summary.failed:
-        raise typer.Exit(1)
+    out.done(summary, dry_run)
+
+
+def _target(network: bool, namesrv: str | None, group: str, store: Path | None) -> Any:
+    from rmqtool.client import replay as R
+
+    if network:
+        return R.NetworkTarget(namesrv, group)
+    root = common.store_dir(store)
+    return R.StoreTarget(root, common.store_config(root))
+
+
+def _replay_jsonl(path: str, window: Any, *, to_topic: str | None, dry_run: bool, rate: float | None, group: str,
+                  json_out: bool, store: Path | None, namesrv: str | None, network: bool) -> None:
+    """JSON Lines as a stream (cli/replaystream.py): each batch parsed, sent and its results
+    printed as it comes. The target is opened once the first batch is parsed (a bad first line
+    creates nothing); a bad line later stops the stream, exit 2, after the lines before it were
+    sent and printed. Into the embedded store, a batch goes from its parsed fields
+    (client/replaylines.py) unless a window is given."""
+    from rmqtool.cli.replaystream import line_batches
+    from rmqtool.client import replay as R
+    from rmqtool.client.replaylines import parse_lines
+
+    warn = common.warn
+    if path == "-":
+        stream: Any = getattr(sys.stdin, "buffer", sys.stdin)
+        fh = None
+    else:
+        try:
+            fh = stream = open(path, "rb")  # noqa: SIM115 - closed below
+        except OSError as e:
+            raise InvalidInput(f"cannot read {path}: {e.strerror or e}") from None
+    out = _Output(json_out, dry_run, True, None)
+    target: Any = None
+    replayer: Any = None
+    fields = window.everything()  # the window needs each line's source fields: MessageExts
+
+    def start() -> Any:
+        nonlocal target
+        if not dry_run:
+            target = _target(network, namesrv, group, store)
+        return R.Replayer(target, dry_run=dry_run, rate=rate, on_result=out.on_result,
+                          on_lines=out.on_lines, on_progress=out.on_progress, on_error=out.on_error)
+
+    try:
+        for first, lines in line_batches(stream, R.REPLAY_BATCH):
+            if fields:
+                batch = parse_lines(lines, first, to_topic=to_topic, warn=warn)
+                error = batch.error
+            else:
+                items: list[Any] = []
+                error = None
+                try:
+                    for item in R.from_json_lines(lines, to_topic=to_topic, warn=warn, first_line=first):
+                        if window.accepts(item.source):
+                            items.append(item)
+                except InvalidInput as e:
+                    error = e
+            if error is not None and replayer is None:
+                raise error  # in the first batch: nothing sent, no store created
+            replayer = replayer or start()
+            if fields:
+                replayer.send_lines(batch)  # raises its error after the lines before it
+            else:
+                replayer.send_messages([R.replay_message(i) for i in items])
+                if error is not None:
+                    raise error
+            out.flush()
+        replayer = replayer or start()
+        summary = replayer.finish()
+    finally:
+        if fh is not None:
+            fh.close()
+        out.close()
+        if target is not None:
+            target.close()
+    out.done(summary, dry_run)
+
+
+class _Output:
+    """Result lines on stdout (JSON Lines as each batch is done, or a table per batch on a
+    terminal), a progress bar on a terminal's stderr, the summary line."""
+
+    def __init__(self, json_out: bool, dry_run: bool, progress: bool, total: int | None) -> None:
+        self.json = common.choose_format(None, json_out) == "json"
+        self.writer = common.JsonLinesWriter()
+        self.rows: list[dict[str, Any]] = []
+        self.columns = RESULT_COLUMNS if not dry_run else ["status", "topic", "tags", "keys", "body"]
+        self.on_result = self.writer.write_obj if self.json else self.rows.append
+        self.on_lines = self._lines if self.json else None
+        self.progress: Any = None
+        self.task: Any = None
+        if progress and not dry_run and common.is_tty(sys.stderr):
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self.progress = Progress(console=Console(stderr=True), transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task("replaying", total=total)
+
+    def _lines(self, text: str) -> None:
+        self.writer.flush()
+        self.writer.stream.write(text)
+
+    def on_progress(self, n: int) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=n)
+
+    def on_error(self, msg: Any, e: Exception) -> None:
+        common.warn(f"{msg.topic}: {e}")
+
+    def flush(self) -> None:
+        """What the batch gave, now (a `tail -f` pipe sees each result)."""
+        if self.rows:
+            common.print_table(self.rows, self.columns)
+            self.rows.clear()
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        self.flush()
+
+    def done(self, summary: Any, dry_run: bool) -> None:
+        per_topic = ", ".join(f"{t}: {n}" for t, n in sorted(summary.by_topic.items()))
+        verb = "would send" if dry_run else "sent"
+        print(f"rmqtool replay: {summary.selected} selected, {verb} "
+              f"{summary.sent if not dry_run else summary.selected}, {summary.failed} failed in "
+              f"{summary.seconds:.2f}s" + (f" ({per_topic})" if per_topic else ""), file=sys.stderr)
+        if summary.failed:
+            raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

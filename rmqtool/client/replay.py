@@ -57,6 +57,11 @@ class Window:
     since_ms: int | None = None
     until_ms: int | None = None
 
+    def everything(self) -> bool:
+        """No bound at all: every record is accepted."""
+        return (self.queue_id is None and self.begin_offset is None and self.end_offset is None
+                and self.since_ms is None and self.until_ms is None)
+
     def accepts(self, m: MessageExt) -> bool:
         return ((self.queue_id is None or m.queue_id == self.queue_id)
                 and (self.begin_offset is None or m.queue_offset >= self.begin_offset)
@@ -159,17 +164,18 @@ def from_network_dlq(namesrv: str, group: str, *, to_topic: str | None = None, w
                 off = r.next_begin_offset
 
 
-def from_json_lines(lines: Iterable[str], *, to_topic: str | None = None,
-                    warn: Callable[[str], None] | None = None) -> Iterator[ReplayItem]:
+def from_json_lines(lines: Iterable[str] | Iterable[bytes], *, to_topic: str | None = None,
+                    warn: Callable[[str], None] | None = None, first_line: int = 1) -> Iterator[ReplayItem]:
     """Objects as `consume` / `inspect` print them: topic, body or bodyBase64, properties, flag, msgId.
 
     orjson parses each line (its surrounding white space included); json takes what orjson
     refuses (NaN, huge integers). Base64 bodies are decoded by binascii; a property map of
-    string values (what `consume` prints) is copied as it is.
+    string values (what `consume` prints) is copied as it is. Lines may be str or bytes;
+    errors name the line by its number counted from `first_line`.
     """
     loads, decode_error, a2b = orjson.loads, orjson.JSONDecodeError, binascii.a2b_base64
     tags_key, keys_key, uniq_key, origin_key = P.TAGS, P.KEYS, P.UNIQ_KEY, P.ORIGIN_MESSAGE_ID
-    for n, line in enumerate(lines, 1):
+    for n, line in enumerate(lines, first_line):
         try:
             try:
                 o = loads(line)
@@ -265,6 +271,8 @@ class StoreTarget:
         self.broker = LocalBroker.open(root, config or StoreConfig(store_path_root_dir=Path(root)))
         self.uniq = UniqKeyFactory("127.0.0.1")
         self._next: dict[str, int] = {}
+        self.checked_topics: set[str] = set()  # topics check_send_topic passed (replaystore.py)
+        self.flushed_at = time.monotonic()
 
     def send(self, msg: Message) -> dict[str, Any]:
         now = int(time.time() * 1000)
@@ -272,7 +280,10 @@ class StoreTarget:
         props.setdefault(P.WAIT, "true")
         props[P.UNIQ_KEY] = self.uniq.create(now)
         n = self.broker.write_queue_nums(msg.topic)
-        qid = self._next.get(msg.topic, int.from_bytes(os.urandom(2), "big")) % max(n, 1)
+        qid = self._next.get(msg.topic)
+        if qid is None:  # a producer's queue index starts at random
+            qid = int.from_bytes(os.urandom(2), "big")
+        qid %= max(n, 1)
         self._next[msg.topic] = qid + 1
         m = MessageExt(msg.topic, msg.body, queue_id=qid, flag=msg.flag, properties=props, born_timestamp=now)
         put = self.broker.send(m)
@@ -297,7 +308,10 @@ class StoreTarget:
             n = nums.get(msg.topic)
             if n is None:
                 n = nums[msg.topic] = broker.write_queue_nums(msg.topic)
-            qid = nexts.get(msg.topic, int.from_bytes(os.urandom(2), "big")) % max(n, 1)
+            qid = nexts.get(msg.topic)
+            if qid is None:
+                qid = int.from_bytes(os.urandom(2), "big")
+            qid %= max(n, 1)
             nexts[msg.topic] = qid + 1
             ms.append(MessageExt(msg.topic, msg.body, queue_id=qid, flag=msg.flag, properties=props,
                                  born_timestamp=now))
@@ -322,6 +336,20 @@ class StoreTarget:
                          "queueOffset": put.queue_offset})
         return rows
 
+    def flush_due(self) -> None:
+        """What a broker's FlushRealTimeService does with ASYNC_FLUSH every 0.5 s, as `rmqtool send`
+        does: a long replay also lets the store drop written pages from this process's memory."""
+        if time.monotonic() - self.flushed_at >= ASYNC_FLUSH_INTERVAL_S:
+            self.broker.store.flush()
+            self.flushed_at = time.monotonic()
+
+    def send_lines(self, batch: Any) -> Any:
+        """`send_many` of a `replaylines.Lines` batch from its fields, or None when it needs
+        `send_many` (replaystore.py `store_lines`)."""
+        from rmqtool.client.replaystore import store_lines
+
+        return store_lines(self, batch)
+
     def close(self) -> None:
         self.broker.close()
 
@@ -338,6 +366,7 @@ def _rows(stored: Any, ms: list[MessageExt], qids: list[int]) -> list[dict[str, 
                                                     strict=True)]
 
 
+ASYNC_FLUSH_INTERVAL_S = 0.5  # MessageStoreConfig.flushIntervalCommitLog
 REPLAY_BATCH = 256  # messages per store call when the target takes batches (StoreTarget.send_many)
 
 
@@ -367,86 +396,167 @@ def replay(items: Iterable[ReplayItem], target: Target | None, *, dry_run: bool 
     A target with `send_many` (the embedded store) gets REPLAY_BATCH messages per call when no
     rate is set; a batch it refuses is sent again one message at a time, so each message gets
     its own result or error as before."""
-    if not dry_run and not rate and target is not None and hasattr(target, "send_many"):
-        return _replay_batched(items, target, on_result, on_progress, on_error)
-    summary = ReplaySummary()
-    t0 = time.monotonic()
+    r = Replayer(target, dry_run=dry_run, rate=rate, on_result=on_result, on_progress=on_progress,
+                 on_error=on_error)
+    if not r.batched:
+        for item in items:
+            r.send_one(replay_message(item))
+        return r.finish()
+    chunk: list[Message] = []
     for item in items:
-        msg = replay_message(item)
+        chunk.append(replay_message(item))
+        if len(chunk) >= REPLAY_BATCH:
+            r.send_messages(chunk)
+            chunk = []
+    if chunk:
+        r.send_messages(chunk)
+    return r.finish()
+
+
+class Replayer:
+    """`replay` a batch at a time, so that a stream (`replay --jsonl`) is sent and its results
+    given as it comes: `send_messages` / `send_one` take Messages, `send_lines` a batch parsed
+    by `replaylines.parse_lines`, which the embedded store takes from its fields. The summary
+    and the rate are those of the whole stream; `finish` gives the summary."""
+
+    def __init__(self, target: Target | None, *, dry_run: bool = False, rate: float | None = None,
+                 on_result: Callable[[dict[str, Any]], None] | None = None,
+                 on_lines: Callable[[str], None] | None = None,
+                 on_progress: Callable[[int], None] | None = None,
+                 on_error: Callable[[Message, Exception], None] | None = None) -> None:
+        """`on_lines`: given, a batch stored from its fields hands over its results as JSON
+        Lines text instead of one `on_result` dict per message."""
+        self.target, self.dry_run, self.rate = target, dry_run, rate
+        self.on_result, self.on_lines, self.on_progress, self.on_error = on_result, on_lines, on_progress, on_error
+        self.batched = not dry_run and not rate and target is not None and hasattr(target, "send_many")
+        self.summary = ReplaySummary()
+        self.t0 = time.monotonic()
+
+    def finish(self) -> ReplaySummary:
+        self.summary.seconds = time.monotonic() - self.t0
+        return self.summary
+
+    def send_one(self, msg: Message) -> None:
+        """One message (or its description with dry_run), after the wait `rate` asks for."""
+        summary, on_progress = self.summary, self.on_progress
         summary.selected += 1
-        if rate:
-            due = t0 + (summary.selected - 1) / rate
-            delay = due - time.monotonic()
+        if self.rate:
+            delay = self.t0 + (summary.selected - 1) / self.rate - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        if dry_run or target is None:
+        if self.dry_run or self.target is None:
             row: dict[str, Any] = {"status": "DRY_RUN", "topic": msg.topic, "tags": msg.properties.get(P.TAGS),
                                    "keys": msg.properties.get(P.KEYS), "properties": msg.properties}
             row.update(body_fields(msg.body))
         else:
             try:
-                row = target.send(msg)
+                row = self.target.send(msg)
             except Exception as e:
                 summary.failed += 1
-                if on_error is not None:
-                    on_error(msg, e)
+                if self.on_error is not None:
+                    self.on_error(msg, e)
                     if on_progress:
                         on_progress(summary.selected)
-                    continue
+                    return
                 raise
             summary.record(msg, row)
         summary.by_topic[msg.topic] = summary.by_topic.get(msg.topic, 0) + 1
-        if on_result:
-            on_result(row)
+        if self.on_result:
+            self.on_result(row)
         if on_progress:
             on_progress(summary.selected)
-    summary.seconds = time.monotonic() - t0
-    return summary
 
+    def send_messages(self, msgs: list[Message]) -> None:
+        if not self.batched:
+            for msg in msgs:
+                self.send_one(msg)
+            return
+        for i in range(0, len(msgs), REPLAY_BATCH):
+            self._flush(msgs[i:i + REPLAY_BATCH])
+        self._flush_due()
 
-def _replay_batched(items: Iterable[ReplayItem], target: Any, on_result: Callable[[dict[str, Any]], None] | None,
-                    on_progress: Callable[[int], None] | None,
-                    on_error: Callable[[Message, Exception], None] | None) -> ReplaySummary:
-    """`replay` for a target that stores whole batches: the same results, in order."""
-    summary = ReplaySummary()
-    t0 = time.monotonic()
-    chunk: list[Message] = []
+    def _flush_due(self) -> None:
+        flush_due = getattr(self.target, "flush_due", None)
+        if flush_due is not None:
+            flush_due()
 
-    def handle(msg: Message, row: dict[str, Any] | None) -> None:
+    def send_lines(self, batch: Any) -> None:
+        """A `replaylines.Lines` batch; its error (a bad line) is raised once the lines before
+        it are sent."""
+        target: Any = self.target
+        if not batch.topics:
+            pass
+        elif self.batched and hasattr(target, "send_lines"):
+            try:
+                stored = target.send_lines(batch)
+            except Exception:  # the store failed it: each on its own, as `send_many` failing is
+                self._one_by_one(batch.messages())
+            else:
+                if stored is not None:
+                    self._stored(stored)
+                else:  # not a batch it takes from fields
+                    self.send_messages(batch.messages())
+        else:
+            self.send_messages(batch.messages())
+        self._flush_due()
+        if batch.error is not None:
+            raise batch.error
+
+    def _stored(self, stored: Any) -> None:
+        summary = self.summary
+        n = len(stored.uniq_keys) if hasattr(stored, "uniq_keys") else len(stored.rows())
+        status = getattr(stored, "status", None)
+        if status is None:  # one status per message
+            for row in stored.rows():
+                if row["status"] == "SEND_OK":
+                    summary.sent += 1
+                else:
+                    summary.failed += 1
+        elif status == "SEND_OK":
+            summary.sent += n
+        else:
+            summary.failed += n
+        summary.selected += n
+        summary.by_topic[stored.topic] = summary.by_topic.get(stored.topic, 0) + n
+        if self.on_lines is not None:
+            self.on_lines(stored.json_lines())
+        elif self.on_result is not None:
+            for row in stored.rows():
+                self.on_result(row)
+        if self.on_progress:
+            self.on_progress(summary.selected)
+
+    def _handle(self, msg: Message, row: dict[str, Any] | None) -> None:
+        summary = self.summary
         summary.selected += 1
         if row is None:
             summary.failed += 1
         else:
             summary.record(msg, row)
             summary.by_topic[msg.topic] = summary.by_topic.get(msg.topic, 0) + 1
-            if on_result:
-                on_result(row)
-        if on_progress:
-            on_progress(summary.selected)
+            if self.on_result:
+                self.on_result(row)
+        if self.on_progress:
+            self.on_progress(summary.selected)
 
-    def flush() -> None:
+    def _flush(self, chunk: list[Message]) -> None:
+        target: Any = self.target
         try:
             rows = target.send_many(chunk)
         except Exception:  # a message refused: each on its own, as the one-by-one loop does
-            for msg in chunk:
-                try:
-                    row = target.send(msg)
-                except Exception as e:
-                    if on_error is None:
-                        raise
-                    on_error(msg, e)
-                    row = None
-                handle(msg, row)
+            self._one_by_one(chunk)
         else:
             for msg, row in zip(chunk, rows, strict=True):
-                handle(msg, row)
-        chunk.clear()
+                self._handle(msg, row)
 
-    for item in items:
-        chunk.append(replay_message(item))
-        if len(chunk) >= REPLAY_BATCH:
-            flush()
-    if chunk:
-        flush()
-    summary.seconds = time.monotonic() - t0
-    return summary
+    def _one_by_one(self, chunk: list[Message]) -> None:
+        target: Any = self.target
+        for msg in chunk:
+            try:
+                row = target.send(msg)
+            except Exception as e:
+                if self.on_error is None:
+                    raise
+                self.on_error(msg, e)
+                row = None
+            self._handle(msg, row)
