@@ -43,8 +43,8 @@ from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import topic_field
 from rmqtool.layouts.msgid import host_hex
 from rmqtool.layouts.net import Host, pack_host
-from rmqtool.store.dispatch import build_index_columns
 from rmqtool.store.diskspace import DiskFull
+from rmqtool.store.dispatch import build_index_columns
 
 _I16 = struct.Struct(">h")
 # totalSize .. bodyLength for each (bornHost v6, storeHost v6), as `encode_record_parts` packs it
