@@ -61,6 +61,11 @@ class _Writer:
         if t is not None and not t.is_closing():
             t.write(data)
 
+    def writelines(self, data: list[bytes] | tuple[bytes, ...]) -> None:
+        t = self._conn.transport
+        if t is not None and not t.is_closing():
+            t.writelines(data)
+
     async def drain(self) -> None:
         await self._conn._drain()
 
@@ -144,7 +149,10 @@ class Connection(asyncio.Protocol):
         finally:
             self._out = None
             if out:
-                self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+                if len(out) == 1:
+                    self.writer.write(out[0])
+                else:
+                    self.writer.writelines(out)  # one writev on uvloop, one join on asyncio's loop
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
@@ -282,11 +290,16 @@ class Connection(asyncio.Protocol):
             return
         resp.opaque = cmd.opaque
         resp.flag |= RESPONSE_FLAG
+        head, body = resp.encode_parts()
         out = self._out
         if out is not None:
-            out.append(resp.encode())
+            out.append(head)
+            if body:
+                out.append(body)
+        elif body:
+            self.writer.writelines((head, body))
         else:
-            self.writer.write(resp.encode())
+            self.writer.write(head)
 
     # ------------------------------------------------------------ requests we send
     def write(self, cmd: RemotingCommand) -> None:

@@ -81,6 +81,9 @@ class _Transport:
     def write(self, data: bytes) -> None:
         self.out.append(data)
 
+    def writelines(self, data) -> None:
+        self.out.append(b"".join(data))
+
     def is_closing(self) -> bool:
         return False
 
