@@ -12,9 +12,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
+
+from rmqtool.remoting.plainheaders import plain_reader
 
 T = TypeVar("T", bound="Header")
 
@@ -84,6 +87,11 @@ def _plan(cls: type, keys: tuple[tuple[str, str], ...] | None = None) -> Plan:
     return tuple(out)
 
 
+@cache
+def _reader(cls: type, keys: tuple[tuple[str, str], ...] | None = None) -> Callable[[dict[str, str]], Any]:
+    return plain_reader(cls, _plan(cls, keys))
+
+
 def _decode(cls: type[T], ext: dict[str, str], plan: Plan) -> T:
     get = ext.get
     kw: dict[str, Any] = {}
@@ -128,7 +136,9 @@ class Header:
 
     @classmethod
     def from_ext(cls: type[T], ext: dict[str, str] | None) -> T:
-        return _decode(cls, ext or {}, _plan(cls))
+        ext = ext or {}
+        h = _reader(cls)(ext)  # the plainly valid header, written-out reader (plainheaders.py)
+        return h if h is not None else _decode(cls, ext, _plan(cls))
 
     def to_ext(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -262,49 +272,13 @@ def send_header_from_ext(code: int, ext: dict[str, str] | None) -> SendMessageRe
     """Decode a send header of code 10 (long names) or 310/320 (V2 letters)."""
     ext = ext or {}
     if code != 10 or ("a" in ext and "producerGroup" not in ext):
-        h = _send_v2_plain(ext)
+        h = _reader(SendMessageRequestHeader, _V2_KEYS)(ext)
         if h is not None:
             return h
         # read the letters in place (same result as renaming them to the V1 names first)
         return _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader, _V2_KEYS))
-    return _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader))
-
-
-def _send_v2_plain(ext: dict[str, str]) -> SendMessageRequestHeader | None:
-    """The V2 letters as Java clients write them (plain decimal strings, within their Java
-    types), decoded without the generic plan: a send's header is read once per message. None
-    for anything else, which `_decode` then reads (and refuses) exactly as before."""
-    get = ext.get
-    a, b, c = get("a"), get("b"), get("c")
-    d, e, f, g, fl = get("d"), get("e"), get("f"), get("g"), get("h")
-    if a is None or b is None or c is None or d is None or e is None or f is None or g is None or fl is None:
-        return None
-    if len(d) > 11 or len(e) > 11 or len(f) > 11 or len(fl) > 11 or len(g) > 20:
-        return None  # long text: the generic reader's limits and errors
-    try:
-        nums = int(d), int(e), int(f), int(fl)
-        born = int(g)
-    except ValueError:
-        return None
-    for n in nums:
-        if not -0x80000000 <= n <= 0x7FFFFFFF:
-            return None
-    if not -0x8000000000000000 <= born <= 0x7FFFFFFFFFFFFFFF:
-        return None
-    j, l_ = get("j"), get("l")
-    reconsume = max_reconsume = None
-    if j is not None and j != "":
-        if not (len(j) < 10 and j.isascii() and j.isdigit()):
-            return None
-        reconsume = int(j)
-    if l_ is not None and l_ != "":
-        if not (len(l_) < 10 and l_.isascii() and l_.isdigit()):
-            return None
-        max_reconsume = int(l_)
-    k, m = get("k"), get("m")
-    return SendMessageRequestHeader(a, b, c, nums[0], nums[1], nums[2], born, nums[3], get("i"), reconsume,
-                                    _parse_bool(k) if k else None, _parse_bool(m) if m else None,
-                                    max_reconsume, get("n"))
+    h = _reader(SendMessageRequestHeader)(ext)
+    return h if h is not None else _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader))
 
 
 @dataclass
