@@ -12,7 +12,7 @@ listeners start, to `REQUEST_SINK`, one list every connection's callbacks then s
 that completes in the read callback (a send, a pull: nearly every request) leaves it empty
 unless it created a topic or group, so `call_collecting` reads it, calls the processor and reads
 it again, without a contextvar set and reset per request. Where the sink is not visible (a
-controller driven without `serve`, the gRPC front's tasks) it falls back to a list of its own.
+controller driven without `serve`) each request gets a list of its own, set and reset, as before.
 
 A request that has to wait (an `async def` processor, a store call on the pool, a held pull)
 is answered by one coroutine, `answer_later`: the processor is called, or its `Later` awaited,
@@ -36,10 +36,26 @@ log = logging.getLogger("rmqtool.broker")
 
 DURABLE_WAIT_S = 10.0  # an answer waits at most this long for its write (a stuck disk answers anyway)
 
-# The list `serve` puts in `durable_waits` for its connections (see the module's docstring).
-# Writes asked for outside a request (a periodic job's) land here too and are dropped by the
-# next request: before the sink nobody waited for them either.
-REQUEST_SINK: list[Future[bool]] = []
+class _Sink(list):
+    """The list `serve` puts in `durable_waits` for its connections (see the module's docstring).
+
+    It keeps a future only while `call_collecting` runs a processor: writes asked for elsewhere
+    in contexts that see it (a periodic job, the gRPC front's tasks) are not kept, as nobody
+    waited for them before the sink either, so it cannot grow without requests to empty it.
+    """
+
+    __slots__ = ("open",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = False
+
+    def append(self, fut: Future[bool]) -> None:
+        if self.open:
+            super().append(fut)
+
+
+REQUEST_SINK = _Sink()
 _NO_WAITS: tuple[Future[bool], ...] = ()
 
 
@@ -70,9 +86,14 @@ def call_collecting(fn: Callable[..., Any], *args: Any) -> tuple[Any, Sequence[F
     """`fn(*args)` with the config writes it asks for collected: `(result, futures)`."""
     sink = durable_waits.get()
     if sink is REQUEST_SINK:
-        if sink:
-            sink.clear()  # writes of no request (a periodic job's)
-        r = fn(*args)
+        sink.open = True
+        try:
+            r = fn(*args)
+        except BaseException:
+            sink.open = False
+            sink.clear()
+            raise
+        sink.open = False
         if not sink:
             return r, _NO_WAITS
         waits = sink[:]

@@ -49,6 +49,27 @@ def test_connections_of_a_listener_started_after_install_sink_see_the_sink(monke
     assert eventloop.run(_sink_seen_by_handler()) == "True"
 
 
+def test_the_sink_keeps_only_the_writes_of_the_request_being_dispatched():
+    from concurrent.futures import Future
+
+    from rmqtool.broker.durable import call_collecting
+
+    token = durable_waits.set(REQUEST_SINK)
+    try:
+        REQUEST_SINK.append(Future())  # a periodic job's write: nobody waits for it
+        assert not REQUEST_SINK
+        mine = Future()
+        r, waits = call_collecting(lambda: durable_waits.get().append(mine) or "answer")
+        assert (r, list(waits), list(REQUEST_SINK)) == ("answer", [mine], [])
+        r, waits = call_collecting(lambda: "plain")
+        assert (r, list(waits)) == ("plain", [])
+        with pytest.raises(ZeroDivisionError):
+            call_collecting(lambda: durable_waits.get().append(Future()) or 1 / 0)
+        assert not REQUEST_SINK and not REQUEST_SINK.open
+    finally:
+        durable_waits.reset(token)
+
+
 def _topics(serve) -> dict:
     return read_file(serve.store / "config" / "topics.json")["topicConfigTable"]
 
