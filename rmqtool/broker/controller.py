@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -25,7 +26,7 @@ from rmqtool.broker.clientmanage import ClientManageProcessor
 from rmqtool.broker.clients import ClientManager
 from rmqtool.broker.cluster import ClusterSettings
 from rmqtool.broker.confvalues import conf_flag, conf_int
-from rmqtool.broker.durable import answer_after, call_collecting
+from rmqtool.broker.durable import Later, answer_later, call_collecting
 from rmqtool.broker.locks import RebalanceLockManager
 from rmqtool.broker.longpoll import PullHoldService
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
@@ -150,6 +151,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self.handlers.update(self.admin_handlers())
         self.handlers.update(QueryAssignmentProcessor(self).handlers())  # 400: broker-side rebalance
         self.handlers.update(ConsumerRelayProcessor(self).handlers())  # 307/309 passed on to a consumer
+        self._async_of: dict[Any, bool] = {}  # processor -> is it `async def` (answered in answer_later)
 
     # ------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -259,7 +261,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         """
         if self.inline_store_calls or read:
             return done(fn(*args))
-        return self._call_store_async(fn, args, done)
+        return Later(self._call_store_async, fn, args, done)
 
     async def _call_store_async(self, fn: Callable[..., T], args: tuple[Any, ...],
                                 done: Callable[[T], Any]) -> Any:
@@ -339,8 +341,11 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
     def handle(self, cmd: RemotingCommand, conn: Connection) -> Any:
         """Dispatch by request code; a response, None, or an awaitable of one (see transport.py).
 
-        Processors that complete synchronously answer without a task; the errors below map to
-        the same response codes whether they are raised now or while awaiting.
+        Processors that complete synchronously answer without a task. One that has to wait is
+        answered by a single coroutine (`answer_later`): an `async def` processor is called in
+        it, a synchronous one hands back a `Later`, so nothing exists unawaited before the
+        task runs. The errors below map to the same response codes whether they are raised now
+        or while awaiting.
         """
         fn = self.handlers.get(cmd.code)
         if fn is None:
@@ -350,21 +355,19 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
                      cmd.version)
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 remark=f" request type {cmd.code} not supported")
+        is_async = self._async_of.get(fn)
+        if is_async is None:
+            is_async = self._async_of[fn] = inspect.iscoroutinefunction(fn)
+        if is_async:
+            return answer_later(fn, (cmd, conn), None, (), lambda e: _error_response(cmd, e, conn), _MAPPED_ERRORS)
         try:
             # topic/group writes the request asks for: answered once on disk (durable.py)
             r, waits = call_collecting(fn, cmd, conn)
         except _MAPPED_ERRORS as e:
             return _error_response(cmd, e, conn)
         if r is None or isinstance(r, RemotingCommand):
-            return answer_after(r, waits) if waits and r is not None else r
-        return self._guard(cmd, answer_after(r, waits), conn)
-
-    async def _guard(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None],
-                     conn: Connection) -> RemotingCommand | None:
-        try:
-            return await pending
-        except _MAPPED_ERRORS as e:
-            return _error_response(cmd, e, conn)
+            return answer_later(None, (), r, waits) if waits and r is not None else r
+        return answer_later(None, (), r, waits, lambda e: _error_response(cmd, e, conn), _MAPPED_ERRORS)
 
     def on_close(self, conn: Connection) -> None:
         """A channel closed: it leaves every group (`doChannelCloseEvent`)."""

@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from rmqtool.broker.durable import Later
 from rmqtool.broker.sql92 import SelectorError, compile_selector
 from rmqtool.layouts.message import MessageExt
 from rmqtool.remoting.bodies import SubscriptionData
@@ -96,7 +97,7 @@ class PullProcessor:
         def first(resp: RemotingCommand) -> Any:
             if resp.code != ResponseCode.PULL_NOT_FOUND or not h.sysFlag & PullSysFlag.SUSPEND:
                 return resp
-            return self._hold_pull(cmd, h, max_msgs, codes, flt, resp)
+            return Later(self._hold_pull, cmd, h, max_msgs, codes, flt, resp)
 
         return self._pull_once(cmd, h, max_msgs, codes, flt, first)
 

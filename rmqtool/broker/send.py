@@ -13,6 +13,7 @@ import random
 import struct
 from typing import Any
 
+from rmqtool.broker.durable import Later
 from rmqtool.broker.recall import recall_handle_of
 from rmqtool.errors import InvalidInput, InvalidMessage, InvalidTopic
 from rmqtool.layouts import properties as P
@@ -219,7 +220,7 @@ class SendProcessor:
         if self.inline_store_calls:
             result = send_body(*args)
             return None if result is None else self._batch_body_done(cmd, topic, queue_id, batch_props, result)
-        return self._send_batch_body_async(cmd, h, topic, queue_id, batch_props, conn, args)
+        return Later(self._send_batch_body_async, cmd, h, topic, queue_id, batch_props, conn, args)
 
     async def _send_batch_body_async(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader, topic: str,
                                      queue_id: int, batch_props: dict[str, str], conn: Connection,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmqtool.broker.durable import install_sink
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.nameserver_admin import namesrv_admin
 from rmqtool.errors import InvalidInput
@@ -146,6 +147,8 @@ class Serve:
         from rmqtool.store.local import LocalBroker
 
         cfg = self.config
+        # before any listener starts: their connections' callbacks see the sink (durable.py)
+        install_sink()
         budget = FrameBudget()  # one cap on partial frames for all three listeners of the process
         mode = self.opts.mode
         ns = RemotingServer(self._ns_handler, self.listen_host, self.opts.namesrv_port,

@@ -12,9 +12,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
+
+from rmqtool.remoting.plainheaders import plain_reader
 
 T = TypeVar("T", bound="Header")
 
@@ -84,6 +87,11 @@ def _plan(cls: type, keys: tuple[tuple[str, str], ...] | None = None) -> Plan:
     return tuple(out)
 
 
+@cache
+def _reader(cls: type, keys: tuple[tuple[str, str], ...] | None = None) -> Callable[[dict[str, str]], Any]:
+    return plain_reader(cls, _plan(cls, keys))
+
+
 def _decode(cls: type[T], ext: dict[str, str], plan: Plan) -> T:
     get = ext.get
     kw: dict[str, Any] = {}
@@ -128,7 +136,9 @@ class Header:
 
     @classmethod
     def from_ext(cls: type[T], ext: dict[str, str] | None) -> T:
-        return _decode(cls, ext or {}, _plan(cls))
+        ext = ext or {}
+        h = _reader(cls)(ext)  # the plainly valid header, written-out reader (plainheaders.py)
+        return h if h is not None else _decode(cls, ext, _plan(cls))
 
     def to_ext(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -262,9 +272,13 @@ def send_header_from_ext(code: int, ext: dict[str, str] | None) -> SendMessageRe
     """Decode a send header of code 10 (long names) or 310/320 (V2 letters)."""
     ext = ext or {}
     if code != 10 or ("a" in ext and "producerGroup" not in ext):
+        h = _reader(SendMessageRequestHeader, _V2_KEYS)(ext)
+        if h is not None:
+            return h
         # read the letters in place (same result as renaming them to the V1 names first)
         return _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader, _V2_KEYS))
-    return _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader))
+    h = _reader(SendMessageRequestHeader)(ext)
+    return h if h is not None else _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader))
 
 
 @dataclass

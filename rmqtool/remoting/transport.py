@@ -11,7 +11,9 @@ return an awaitable; only the latter costs a task. The broker answers sends and 
 synchronously, which saves a task, a stream reader wake-up and a drain per request. To keep
 the order in which requests of one connection start, a request that arrives while an earlier
 one of the same connection waits for its task to start is queued behind it in a task too.
-Responses produced while one read chunk is being processed go out in one write.
+Responses produced while one read chunk is being processed go out in one write. An awaitable
+answer should be one coroutine that creates whatever else it awaits when it runs: a task
+cancelled before its first step (its connection closed) closes only that coroutine.
 
 A server's connections hold partial frames against one `FrameBudget` (budget.py): a connection
 whose frame does not fit stops reading until it does, and one whose partial frame gets no byte
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -59,6 +60,11 @@ class _Writer:
         t = self._conn.transport
         if t is not None and not t.is_closing():
             t.write(data)
+
+    def writelines(self, data: list[bytes] | tuple[bytes, ...]) -> None:
+        t = self._conn.transport
+        if t is not None and not t.is_closing():
+            t.writelines(data)
 
     async def drain(self) -> None:
         await self._conn._drain()
@@ -143,7 +149,10 @@ class Connection(asyncio.Protocol):
         finally:
             self._out = None
             if out:
-                self.writer.write(out[0] if len(out) == 1 else b"".join(out))
+                if len(out) == 1:
+                    self.writer.write(out[0])
+                else:
+                    self.writer.writelines(out)  # one writev on uvloop, one join on asyncio's loop
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
@@ -225,28 +234,40 @@ class Connection(asyncio.Protocol):
         self._answer(cmd, resp)
 
     def _spawn(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None] | None) -> None:
+        """A task for the request: the handler's awaitable itself (no coroutine around it, so a
+        task cancelled before its first step leaves nothing unawaited), or, for a request queued
+        behind one that has not started, the handler called in the task."""
         self._unstarted += 1
-        t = asyncio.get_running_loop().create_task(self._handle(cmd, pending))
+        loop = asyncio.get_running_loop()
+        if pending is None:
+            t = loop.create_task(self._handle(cmd))
+        else:
+            t = loop.create_task(pending if asyncio.iscoroutine(pending) else _awaited(pending))
+            loop.call_soon(self._started)  # runs right after the task's first step
         self._tasks.add(t)
-        t.add_done_callback(self._tasks.discard)
-        if pending is not None and asyncio.iscoroutine(pending):
-            # a task cancelled before its first step never awaits `pending`: close it quietly
-            t.add_done_callback(lambda _t, c=pending: _close_unstarted(c))
+        t.add_done_callback(lambda t, cmd=cmd: self._finished(cmd, t))
 
-    async def _handle(self, cmd: RemotingCommand, pending: Awaitable[RemotingCommand | None] | None) -> None:
+    def _started(self) -> None:
+        self._unstarted -= 1
+
+    async def _handle(self, cmd: RemotingCommand) -> RemotingCommand | None:
         self._unstarted -= 1
         if self.handler is None:
-            resp: RemotingCommand | None = cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                                        remark=f" request type {cmd.code} not supported")
-        else:
-            try:
-                r = pending if pending is not None else self.handler(cmd, self)
-                resp = await r if r is not None and not isinstance(r, RemotingCommand) else r
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                resp = self._handler_failed(cmd, e)
-        self._answer(cmd, resp)
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                remark=f" request type {cmd.code} not supported")
+        r = self.handler(cmd, self)
+        return await r if r is not None and not isinstance(r, RemotingCommand) else r
+
+    def _finished(self, cmd: RemotingCommand, t: asyncio.Task) -> None:
+        self._tasks.discard(t)
+        if t.cancelled():
+            return
+        e = t.exception()
+        if e is None:
+            self._answer(cmd, t.result())
+        elif isinstance(e, Exception):
+            self._answer(cmd, self._handler_failed(cmd, e))
+        # anything else (KeyboardInterrupt, SystemExit) was raised by the loop already
 
     def _handler_failed(self, cmd: RemotingCommand, e: Exception) -> RemotingCommand:
         """A handler bug: SYSTEM_ERROR with the exception, as NettyRemotingAbstract answers it
@@ -269,11 +290,16 @@ class Connection(asyncio.Protocol):
             return
         resp.opaque = cmd.opaque
         resp.flag |= RESPONSE_FLAG
+        head, body = resp.encode_parts()
         out = self._out
         if out is not None:
-            out.append(resp.encode())
+            out.append(head)
+            if body:
+                out.append(body)
+        elif body:
+            self.writer.writelines((head, body))
         else:
-            self.writer.write(resp.encode())
+            self.writer.write(head)
 
     # ------------------------------------------------------------ requests we send
     def write(self, cmd: RemotingCommand) -> None:
@@ -409,16 +435,5 @@ def _host(addr: str) -> Host:
     return Host(ip, int(port))
 
 
-def _close_unstarted(c) -> None:
-    """Close a coroutine that never ran, and the coroutines it was handed as arguments.
-
-    A handler's answer can be a chain (a guard around a wait around the processor's own
-    coroutine), each created before the task that awaits the outermost one starts. When the
-    connection closes before that task's first step, closing only the outermost would leave the
-    inner ones un-awaited ("coroutine ... was never awaited" on stderr).
-    """
-    unstarted = inspect.getcoroutinestate(c) == inspect.CORO_CREATED
-    inner = [v for v in c.cr_frame.f_locals.values() if asyncio.iscoroutine(v)] if unstarted else []
-    c.close()
-    for v in inner:
-        _close_unstarted(v)
+async def _awaited(a: Awaitable[RemotingCommand | None]) -> RemotingCommand | None:
+    return await a
