@@ -19,8 +19,7 @@ import pytest
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import connect
 
-from .conftest import free_port, start_rmqtool_serve, stop_rmqtool_serve, wait_port
-from .harness import JAVA_OPENS
+from .conftest import start_apache_proxy, start_rmqtool_serve, stop_rmqtool_serve
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(600)]
 SDK5 = Path(__file__).parent / "sdk5" / "target"
@@ -32,24 +31,7 @@ PROXIES = {"5.3.3": "proxy-classpath.txt", "latest": "proxy-latest-classpath.txt
 
 
 def start_proxy(namesrv: str, root: Path, version: str = "5.3.3") -> tuple[subprocess.Popen, str]:
-    root.mkdir(parents=True, exist_ok=True)
-    grpc_port = free_port()
-    conf = root / "rmq-proxy.json"
-    conf.write_text(json.dumps({"rocketMQClusterName": "DefaultCluster", "namesrvAddr": namesrv,
-                                "grpcServerPort": grpc_port, "remotingListenPort": free_port(),
-                                "proxyMode": "cluster"}))
-    log = open(root / "proxy.log", "wb")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen(["java", "-Xmx256m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                             "-Djava.net.preferIPv4Stack=true", f"-Duser.home={root / 'home'}", *JAVA_OPENS,
-                             "-cp", (SDK5 / PROXIES[version]).read_text().strip(),
-                             "org.apache.rocketmq.proxy.ProxyStartup", "-pc", str(conf), "-pm", "cluster"],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_port(f"127.0.0.1:{grpc_port}", time.time() + 120)
-    except TimeoutError:
-        proc.kill()
-        raise RuntimeError(f"Apache's proxy did not start: {(root / 'proxy.log').read_text()[-2000:]}") from None
-    return proc, f"127.0.0.1:{grpc_port}"
+    return start_apache_proxy(root, namesrv, SDK5 / PROXIES[version])
 
 
 MESSAGE_TYPES = {"fifo": "FIFO", "delay": "DELAY", "transaction": "TRANSACTION"}
