@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.client.servers import free_broker_port
+
 from .harness import APACHE_VERSION, JARS_NOT_BUILT, JAVA_OPENS, ROOT, has_module, java_classpath, java_cmd
 
 
@@ -108,7 +110,8 @@ def start_apache_proxy(root: Path, namesrv: str, classpath: Path, timeout: float
 
 def start_rmqtool_serve(root: Path, *extra: str) -> Broker:
     root.mkdir(parents=True, exist_ok=True)
-    ns_port, broker_port = free_port(), free_port()
+    # serve listens for slaves on broker port + 1 (haListenPort): that one must be free too
+    ns_port, broker_port = free_port(), free_broker_port()
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     log = open(root / "serve.stderr", "wb")  # noqa: SIM115 - lives as long as the process
