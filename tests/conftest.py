@@ -91,6 +91,7 @@ if LoadScopeScheduling is not None:
         def _split_scope(self, nodeid: str) -> str:
             return xdist_unit(nodeid)
 
+    @pytest.hookimpl(optionalhook=True)  # a hook of xdist's: unknown under -p no:xdist
     def pytest_xdist_make_scheduler(config: pytest.Config, log):
         if config.getoption("dist") != "loadscope":
             return None  # another --dist given: xdist's own scheduler
