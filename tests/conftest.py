@@ -48,7 +48,7 @@ def rmq():
 # module) on the 2-core CI machine, under load; units not listed take a few seconds and go last,
 # in collection order. The order only needs the big ones roughly right.
 UNIT_SECONDS: dict[str, float] = {
-    "tests/interop/test_pop_proxy.py": 440, "tests/interop/test_grpc.py": 383, "tests/client/": 250,
+    "tests/interop/test_grpc.py": 383, "tests/client/": 250, "tests/interop/test_pop_proxy.py": 160,
     "tests/interop/test_ha_interop.py": 210, "tests/interop/test_mqadmin_all.py": 197,
     "tests/interop/test_clients.py": 114, "tests/inspect/test_inspect_fuzz.py": 98,
     "tests/interop/test_pop_store.py": 85, "tests/interop/test_mixed_cluster.py": 80,
@@ -64,6 +64,9 @@ UNIT_SECONDS: dict[str, float] = {
     "tests/proxy/test_sdk_producer.py": 21, "tests/proxy/test_sdk_dlq.py": 21,
     "tests/broker/test_serve_limits.py": 20, "tests/proxy/test_serve_grpc_cli.py": 19,
     "tests/broker/test_disk_full_tmpfs.py": 18, "tests/store/test_crash.py": 18,
+    "tests/cli/test_send_consume.py": 71, "tests/cli/test_read_only.py": 52, "tests/inspect/test_inspect_cli.py": 32,
+    "tests/cli/test_inspect_replica.py": 26, "tests/cli/test_help.py": 25, "tests/store/test_ha.py": 24,
+    "tests/cli/test_verify_replica.py": 20, "tests/inspect/test_readonly_and_live.py": 20,
 }
 SHARED_UNITS = ("tests/client/",)
 
