@@ -49,7 +49,7 @@ def rmq():
 # in collection order. The order only needs the big ones roughly right.
 UNIT_SECONDS: dict[str, float] = {
     "tests/interop/test_grpc.py": 383, "tests/client/": 250, "tests/interop/test_pop_proxy.py": 160,
-    "tests/interop/test_ha_interop.py": 210, "tests/interop/test_mqadmin_all.py": 197,
+    "tests/interop/test_ha_interop.py": 210, "tests/interop/test_mqadmin_all.py": 105,
     "tests/interop/test_clients.py": 114, "tests/inspect/test_inspect_fuzz.py": 98,
     "tests/interop/test_pop_store.py": 85, "tests/interop/test_mixed_cluster.py": 80,
     "tests/interop/test_apache_store.py": 79, "tests/interop/test_apache_slave_sync.py": 78,
