@@ -33,7 +33,9 @@ PROXIES = {"5.3.3": "proxy-classpath.txt", "latest": "proxy-latest-classpath.txt
 
 
 def start_proxy(namesrv: str, root: Path, version: str = "5.3.3") -> tuple[subprocess.Popen, str]:
-    return start_apache_proxy(root, namesrv, SDK5 / PROXIES[version])
+    # the proxy tells the broker its transactional producers every 20 s by default: the broker's
+    # check-backs (1 s apart, transactionCheckMax of them) could all come before and find no channel
+    return start_apache_proxy(root, namesrv, SDK5 / PROXIES[version], transactionHeartbeatPeriodSecond=1)
 
 
 MESSAGE_TYPES = {"fifo": "FIFO", "delay": "DELAY", "transaction": "TRANSACTION"}
