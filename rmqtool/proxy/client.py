@@ -133,19 +133,24 @@ class ClientActivity:
             channel.answer(nonce, command.status, result)
 
     async def _client_settings(self, ctx: ProxyContext, settings: Any, outbox: asyncio.Queue[Any]) -> None:
+        """`processAndWriteClientSettings`. Java sets the channel's stream observer right after its
+        registerProducer/registerConsumer return; here the stream is attached before the broker is
+        told: our heartbeat may wait (a new group's retry topic is answered once on disk) after the
+        broker already lists the client, and an admin request relayed in that wait (consumerStatus'
+        jstack, consumeMessage) would otherwise find no stream and fail at once."""
         pubsub = settings.WhichOneof("pub_sub")
-        channel: GrpcClientChannel | None = None
         if pubsub == "publishing":
             for t in settings.publishing.topics:
                 validate_topic(t.name)
-            channel = await self.register_producer(ctx, [t.name for t in settings.publishing.topics])
+            self.core.channel(ctx).attach(outbox)
+            await self.register_producer(ctx, [t.name for t in settings.publishing.topics])
         elif pubsub == "subscription":
             validate_consumer_group(settings.subscription.group.name)
-            channel = await self.register_consumer(ctx, settings.subscription.group.name, settings.client_type,
-                                                   settings.subscription.subscriptions)
+            self.core.channel(ctx).attach(outbox)
+            await self.register_consumer(ctx, settings.subscription.group.name, settings.client_type,
+                                         settings.subscription.subscriptions)
         else:
             raise TelemetryAbort(True, "there is no publishing or subscription data in settings")
-        channel.attach(outbox)
         self.core.settings.update(ctx.client_id, settings)
         outbox.put_nowait(s.TelemetryCommand(status=ok(), settings=self.core.settings.get(ctx.client_id)))
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from rmqtool.cli.main import app
 from tests.broker.conftest import TEST_CONF, ServeProcess, Wire, create_topic
-from tests.broker.test_pop_serve import ack, handles, pop_ext, pop_until, send
+from tests.pop_serve_helpers import ack, handles, pop_ext, pop_until, send
 
 pytestmark = pytest.mark.slow
 BUFFER_CONF = TEST_CONF + "enablePopBufferMerge=true\n"

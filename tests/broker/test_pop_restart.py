@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.broker.conftest import ServeProcess, Wire, create_topic
-from tests.broker.test_pop_serve import ack, handles, pop_ext, pop_until, send
+from tests.pop_serve_helpers import ack, handles, pop_ext, pop_until, send
 
 pytestmark = pytest.mark.slow
 

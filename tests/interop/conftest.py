@@ -7,6 +7,7 @@ checks what a real broker does; against `rmqtool serve` they prove serve is one.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -18,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from .harness import APACHE_VERSION, JARS_NOT_BUILT, ROOT, has_module, java_classpath, java_cmd
+from tests.client.servers import free_broker_port
+
+from .harness import APACHE_VERSION, JARS_NOT_BUILT, JAVA_OPENS, ROOT, has_module, java_classpath, java_cmd
 
 
 @dataclass
@@ -75,9 +78,40 @@ def stop_apache(b: Broker, timeout: float = 90) -> None:
         b.proc.wait()
 
 
+def kill_apache(b: Broker) -> None:
+    """SIGKILL, for a broker whose store nothing reads afterwards: its clean shutdown (stop_apache)
+    takes seconds more (DefaultMessageStore.shutdown alone sleeps 3 s)."""
+    b.proc.kill()
+    b.proc.wait()
+
+
+def start_apache_proxy(root: Path, namesrv: str, classpath: Path, timeout: float = 120,
+                       **conf: object) -> tuple[subprocess.Popen, str]:
+    """Apache's ProxyStartup -pm cluster in front of the brokers of `namesrv`, on the jars listed in
+    `classpath` (tests/interop/sdk5/target); `conf`: more rmq-proxy.json keys. (process, gRPC address)."""
+    root.mkdir(parents=True, exist_ok=True)
+    grpc_port = free_port()
+    (root / "rmq-proxy.json").write_text(json.dumps({
+        "rocketMQClusterName": "DefaultCluster", "namesrvAddr": namesrv, "grpcServerPort": grpc_port,
+        "remotingListenPort": free_port(), "proxyMode": "cluster", **conf}))
+    log = open(root / "proxy.log", "wb")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen(["java", "-Xmx256m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                             "-Djava.net.preferIPv4Stack=true", f"-Duser.home={root / 'home'}", *JAVA_OPENS,
+                             "-cp", classpath.read_text().strip(), "org.apache.rocketmq.proxy.ProxyStartup",
+                             "-pc", str(root / "rmq-proxy.json"), "-pm", "cluster"],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_port(f"127.0.0.1:{grpc_port}", time.time() + timeout)
+    except TimeoutError:
+        proc.kill()
+        raise RuntimeError(f"Apache's proxy did not start: {(root / 'proxy.log').read_text()[-2000:]}") from None
+    return proc, f"127.0.0.1:{grpc_port}"
+
+
 def start_rmqtool_serve(root: Path, *extra: str) -> Broker:
     root.mkdir(parents=True, exist_ok=True)
-    ns_port, broker_port = free_port(), free_port()
+    # serve listens for slaves on broker port + 1 (haListenPort): that one must be free too
+    ns_port, broker_port = free_port(), free_broker_port()
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     log = open(root / "serve.stderr", "wb")  # noqa: SIM115 - lives as long as the process
@@ -120,8 +154,7 @@ def apache_broker(tmp_path_factory):
         pytest.skip(JARS_NOT_BUILT)
     b = start_apache(tmp_path_factory.mktemp("apache"))
     yield b
-    b.proc.kill()  # nothing reads this store afterwards: skip the 15 s clean shutdown
-    b.proc.wait()
+    kill_apache(b)  # nothing reads this store afterwards
 
 
 @pytest.fixture(scope="session")

@@ -41,8 +41,10 @@ class MQAdmin:
         home.mkdir(parents=True, exist_ok=True)
         self.namesrv = namesrv
         self.stderr = open(home / "mqadmin.stderr", "wb")  # noqa: SIM115 - closed in close()
+        # cwd: consumerStatus (ConsumerStatusSubCommand) writes each client's running info under
+        # ./<now>/<clientId>, relative to the JVM's working directory
         self.proc = subprocess.Popen(java_cmd("MQAdminSession", home=home), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr)
+                                     stdout=subprocess.PIPE, stderr=self.stderr, cwd=home)
         self._timer: threading.Timer | None = None
 
     def run(self, *args: str) -> dict:

@@ -19,7 +19,7 @@ import pytest
 from rmqtool.layouts.message import Blank, decode_record
 from rmqtool.layouts.msgid import decode_offset_msg_id
 
-from .conftest import start_apache, stop_apache
+from .conftest import kill_apache, start_apache, stop_apache
 from .harness import has_module, java_cmd, json_lines, require_java
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
@@ -134,7 +134,7 @@ def test_apache_broker_serves_a_store_rmqtool_wrote(tmp_path, rmq):
         seen = client(broker.namesrv, tmp_path / "home", "consume", "--topic", "FromRmqtool", "--group", "from_ours",
                       "--count", str(n))
     finally:
-        stop_apache(broker)
+        kill_apache(broker)  # nothing reads its store afterwards
     by_id = {m["msgId"]: m for m in seen}
     assert len(seen) == n == len(by_id), f"{len(seen)} deliveries of {len(by_id)} messages, {n} sent"
     for text, r in zip(lines, results, strict=True):

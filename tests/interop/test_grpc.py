@@ -21,8 +21,8 @@ from tests.proxy import test_sdk_recall as recall_suite
 from tests.proxy import test_status as status_suite
 from tests.proxy.conftest import Stub
 
-from .conftest import free_port, start_apache, start_rmqtool_serve, stop_rmqtool_serve, wait_port
-from .harness import APACHE_SECOND_VERSION, JAVA_OPENS, java_classpath
+from .conftest import start_apache, start_apache_proxy, start_rmqtool_serve, stop_rmqtool_serve
+from .harness import APACHE_SECOND_VERSION, java_classpath
 
 pytestmark = pytest.mark.interop
 SDK5 = Path(__file__).parent / "sdk5" / "target"  # built by .ci/steps/12-sdk5-proxy.sh
@@ -40,26 +40,9 @@ class GrpcTarget:
 
 def start_proxy(root: Path, namesrv: str, classpath: Path) -> tuple[subprocess.Popen, str]:
     """ProxyStartup -pm cluster in front of the brokers of `namesrv`; (process, gRPC address)."""
-    grpc_port = free_port()
-    conf = root / "rmq-proxy.json"
-    conf.write_text(json.dumps({"rocketMQClusterName": "DefaultCluster", "namesrvAddr": namesrv,
-                                "grpcServerPort": grpc_port, "remotingListenPort": free_port(),
-                                "proxyMode": "cluster",
-                                # the proxy tells the broker its transactional producers every 20 s by
-                                # default: the test broker's 15 checks 1 s apart would all find no channel
-                                "transactionHeartbeatPeriodSecond": 1}))
-    log = open(root / "proxy.log", "wb")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen(["java", "-Xmx256m", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-                             "-Djava.net.preferIPv4Stack=true", f"-Duser.home={root / 'home'}", *JAVA_OPENS,
-                             "-cp", classpath.read_text().strip(), "org.apache.rocketmq.proxy.ProxyStartup",
-                             "-pc", str(conf), "-pm", "cluster"],
-                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_port(f"127.0.0.1:{grpc_port}", time.time() + 90)
-    except TimeoutError:
-        proc.kill()
-        raise RuntimeError(f"Apache's proxy did not start: {(root / 'proxy.log').read_text()[-2000:]}") from None
-    return proc, f"127.0.0.1:{grpc_port}"
+    # the proxy tells the broker its transactional producers every 20 s by default: the test
+    # broker's 15 checks 1 s apart would all find no channel
+    return start_apache_proxy(root, namesrv, classpath, timeout=90, transactionHeartbeatPeriodSecond=1)
 
 
 @pytest.fixture(scope="session")

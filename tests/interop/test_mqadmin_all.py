@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -286,6 +287,19 @@ def _run(broker, tmp_path_factory) -> Run:
                     lambda: run_all(broker, tmp_path_factory.mktemp(f"mqadmin-all-{broker.kind}")))
 
 
+def _runs(apache_broker, rmqtool_serve, tmp_path_factory) -> tuple[Run, Run]:
+    """Both runs, side by side the first time (each its own mqadmin JVM, topics and groups: a run
+    mostly waits for its broker's answers and the consumer's commits)."""
+    if not _RUNS:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            homes = {b.kind: tmp_path_factory.mktemp(f"mqadmin-all-{b.kind}") for b in (apache_broker, rmqtool_serve)}
+            waits = [pool.submit(run_once, _RUNS, b.kind, "mqadmin run", lambda b=b: run_all(b, homes[b.kind]))
+                     for b in (apache_broker, rmqtool_serve)]
+            for w in waits:
+                w.exception()  # a failure is kept in _RUNS and raised below, for every check
+    return _run(apache_broker, tmp_path_factory), _run(rmqtool_serve, tmp_path_factory)
+
+
 # what fails on Apache's broker too, by design of the plan: the trace topic is off, a missing group
 # refused, a deleted topic gone
 REFERENCE_FAILURES = {"queryMsgTraceById", "cloneGroupOffsetMissing", "topicRouteDeleted"}
@@ -297,8 +311,7 @@ CHECKS = [name for name, _ in plan({k: k for k in _PLACEHOLDERS}, Path("files"))
 @pytest.mark.parametrize("name", CHECKS)
 def test_same_outcome(name, apache_broker, rmqtool_serve, tmp_path_factory, request):
     require_java()
-    ref = _run(apache_broker, tmp_path_factory)
-    got = _run(rmqtool_serve, tmp_path_factory)
+    ref, got = _runs(apache_broker, rmqtool_serve, tmp_path_factory)
     if name in SERVE_GAPS:
         request.applymarker(pytest.mark.xfail(reason=SERVE_GAPS[name], strict=False))
     want = outcome(name, ref.out[name], ref.names)

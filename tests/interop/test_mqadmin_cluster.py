@@ -18,7 +18,7 @@ import pytest
 from tests.broker.conftest import Wire, create_topic, send_ext
 from tests.cluster_helpers import free_broker_port, master_conf, slave_conf, start_broker, start_namesrv
 
-from .conftest import free_port, start_apache, stop_apache
+from .conftest import free_port, kill_apache, start_apache
 from .harness import require_java
 from .mqadmin_session import MQAdmin, cluster_rows, ok
 
@@ -52,13 +52,13 @@ def _apache_group(tmp: Path) -> Group:
     g = Group(ns, "", "", "", [ns_proc.stop])
     ha = free_port()
     master = start_apache(tmp / "apache-m", f"namesrvAddr={ns}", "brokerName=broker-a", f"haListenPort={ha}")
-    g.stops.insert(0, lambda: stop_apache(master))
+    g.stops.insert(0, lambda: kill_apache(master))  # nothing reads the stores afterwards
     g.master, g.master_ha = master.broker, f"127.0.0.1:{ha}"
     create_topic(g.master, "HaT", 1)
     # no haMasterAddress: the slave takes it from rmqtool's REGISTER_BROKER answer
     slave = start_apache(tmp / "apache-s", f"namesrvAddr={ns}", "brokerName=broker-a", "brokerRole=SLAVE",
                          "brokerId=1", f"haListenPort={free_port()}")
-    g.stops.insert(0, lambda: stop_apache(slave))
+    g.stops.insert(0, lambda: kill_apache(slave))
     g.slave = slave.broker
     return g
 

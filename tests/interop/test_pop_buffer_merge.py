@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.broker.conftest import Wire
-from tests.broker.test_pop_serve import ack, handles, pop_ext, pop_until, send
+from tests.pop_serve_helpers import ack, handles, pop_ext, pop_until, send
 
 from .conftest import start_apache, start_rmqtool_serve, stop_rmqtool_serve
 from .harness import require_java

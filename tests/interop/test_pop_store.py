@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from tests.broker.conftest import Wire
-from tests.broker.test_pop_serve import ack, handles, pop_ext, pop_until, send
+from tests.pop_serve_helpers import ack, handles, pop_ext, pop_until, send
 
 from .conftest import start_apache, start_rmqtool_serve, stop_apache, stop_rmqtool_serve
 from .harness import require_java

@@ -193,3 +193,62 @@ def test_channel_relays_thread_stack_and_verify_requests():
     assert r1.code == 0 and json.loads(r1.body)["jstack"] == "main: ..."
     assert r2.code == 0 and json.loads(r2.body)["consumeResult"] == "CR_LATER"
     assert json.loads(r2.body)["remark"] == "from gRPC client"
+
+
+def test_a_consumer_listed_while_its_heartbeat_waits_already_answers_relayed_requests():
+    """The broker lists a new consumer before its heartbeat is answered (the group's retry topic
+    is answered once on disk); a jstack request relayed in that wait reaches the client's stream
+    instead of failing with "the gRPC client did not answer"."""
+    import asyncio
+
+    from rmqtool.proxy.client import ClientActivity
+    from rmqtool.proxy.context import ProxyContext, ProxyCore
+    from rmqtool.remoting.command import RemotingCommand
+
+    class NoConfigs:
+        def find(self, name):
+            return None
+
+        select = find
+
+    class SlowDiskBroker:
+        broker_name = "b"
+
+        def __init__(self) -> None:
+            self.local = type("Local", (), {"subscriptions": NoConfigs(), "topics": NoConfigs()})()
+            self.listed: asyncio.Event = asyncio.Event()
+            self.on_disk: asyncio.Event = asyncio.Event()
+
+        def handle(self, cmd, conn):
+            async def heartbeat():
+                self.listed.set()  # registered: GET_CONSUMER_LIST_BY_GROUP names the client now
+                await self.on_disk.wait()
+                return cmd.response()
+            return heartbeat()
+
+    async def run():
+        broker = SlowDiskBroker()
+        activity = ClientActivity()
+        activity.core = ProxyCore(broker)
+        ctx = ProxyContext("client-1", "JAVA", "5.0.7", Host("127.0.0.1", 1))
+        settings = d.Settings(client_type=d.PUSH_CONSUMER, subscription=d.Subscription(
+            group=d.Resource(name="g"), subscriptions=[d.SubscriptionEntry(
+                topic=d.Resource(name="T"), expression=d.FilterExpression(type=d.TAG, expression="*"))]))
+        outbox: asyncio.Queue = asyncio.Queue()
+        registering = asyncio.ensure_future(activity._client_settings(ctx, settings, outbox))
+        await broker.listed.wait()
+        ch = activity.core.channels.get("client-1")
+        asked = asyncio.ensure_future(ch.request(RemotingCommand.request(307, {"jstackEnable": "true"}), 5))
+        cmd = await asyncio.wait_for(outbox.get(), 5)
+        nonce = cmd.print_thread_stack_trace_command.nonce
+        ch.answer(nonce, d.Status(code=d.OK), s.ThreadStackTrace(nonce=nonce, thread_stack_trace="main: ..."))
+        answer = await asyncio.wait_for(asked, 5)
+        broker.on_disk.set()
+        await registering
+        return answer, await outbox.get()
+
+    from tests.proxy.conftest import s
+
+    answer, settings_reply = asyncio.run(run())
+    assert (answer.code, answer.remark) == (0, None)
+    assert settings_reply.HasField("settings")
