@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 DELAY_FOR_A_WHILE_MS = 100  # ScheduleMessageService.DELAY_FOR_A_WHILE
+IDLE_RECHECK_MS = 1000  # with no level pending: arrivals wake the thread, this only backs them up
 DELAY_OFFSET_UPDATE_VERSION_STEP = 200  # BrokerConfig.delayOffsetUpdateVersionStep
 
 
@@ -221,6 +222,8 @@ class ScheduleMessageService:
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._failed_run = False  # a level's put failed: retry after DELAY_FOR_A_WHILE
         self._last_persist = -(1 << 62)
         self._dirty = False
         self._next_due: dict[int, int] = {}  # level -> delivery time of its first pending message
@@ -306,11 +309,14 @@ class ScheduleMessageService:
         self._now_hint = now
         delivered = 0
         with self._lock:
+            failed = False
             for level in sorted(self.delay_level_table):
                 try:
                     delivered += self._deliver_level(level, now)
                 except RmqError as e:  # the level's offset did not move: retried next run
                     log.warning("delay level %d: %s; will retry", level, e)
+                    failed = True
+            self._failed_run = failed
         if self._dirty and not self.read_only and now - self._last_persist >= self.flush_interval_ms:
             self.persist()  # every flushDelayOffsetInterval, and at stop()
         return delivered
@@ -387,8 +393,44 @@ class ScheduleMessageService:
         self._thread = threading.Thread(target=self._loop, name="ScheduleMessageTimerThread", daemon=True)
         self._thread.start()
 
+    def wakeup(self, topic: str = SCHEDULE_TOPIC, queue_id: int = 0) -> None:
+        """Arrival listener: a message was parked on a delay level; let the thread look at it."""
+        if topic == SCHEDULE_TOPIC and not self._wake.is_set():
+            self._wake.set()
+
+    def next_run_ms(self, now_ms: int) -> int:
+        """When the next `run_due` can deliver something if no delay-level message arrives.
+
+        Java's DeliverDelayedMessageTimerTask of each level runs again at the head message's
+        delivery time, or after DELAY_FOR_A_WHILE (100 ms) when the level's queue is empty or
+        a put failed. Empty levels are left to the arrival wake-up here (`wakeup`), rechecked
+        every second only in case one was missed: ten idle scans of every level a second were
+        most of what an idle broker spent once the timer service stopped polling.
+        """
+        if self._failed_run:
+            return now_ms + DELAY_FOR_A_WHILE_MS
+        due = now_ms + IDLE_RECHECK_MS
+        for level in self.delay_level_table:
+            qid = delay_level_to_queue_id(level)
+            if self.offset_table.get(level, 0) == self.store.get_max_offset_in_queue(SCHEDULE_TOPIC, qid):
+                continue
+            nxt = self._next_due.get(level)
+            if nxt is None or nxt <= now_ms:
+                return now_ms + DELAY_FOR_A_WHILE_MS  # pending but not yet readable: Java's retry
+            due = min(due, nxt)
+        return due
+
     def _loop(self) -> None:
-        while not self._stop.wait(DELAY_FOR_A_WHILE_MS / 1000):
+        while not self._stop.is_set():
+            now = self.clock()
+            try:
+                wait_ms = self.next_run_ms(now) - now
+            except Exception:  # noqa: BLE001 - a store closing under us: poll as Java does
+                wait_ms = DELAY_FOR_A_WHILE_MS
+            self._wake.wait(min(IDLE_RECHECK_MS, max(1, wait_ms)) / 1000)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
             try:
                 self.run_due()
             except Exception:  # noqa: BLE001 - keep delivering; Java logs and reschedules
@@ -397,6 +439,7 @@ class ScheduleMessageService:
     def stop(self) -> None:
         if self._thread is not None:
             self._stop.set()
+            self._wake.set()
             self._thread.join(timeout=10)
             self._thread = None
         self.persist()

@@ -33,6 +33,7 @@ def attach_to_store(store: Any, *, read_only: bool = False) -> tuple[ScheduleMes
         if not any(getattr(h, "rmqtool_schedule_hook", False) for h in store.put_hooks):
             hook_clock = timer.clock if timer is not None else schedule.clock
             store.put_hooks.append(make_schedule_hook(store.config, hook_clock, schedule.max_delay_level))
+        store.arrival_listeners.append(schedule.wakeup)
         if timer is not None:
             store.arrival_listeners.append(timer.wakeup)
     return schedule, timer

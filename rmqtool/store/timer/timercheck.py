@@ -42,6 +42,7 @@ class TimerCheckpoint:
         self.path = Path(path)
         self.read_only = read_only
         self._fd = -1
+        self._written = b""  # what the last write put into the file
         data = b""
         if self.path.exists():
             data = self.path.read_bytes()
@@ -65,9 +66,16 @@ class TimerCheckpoint:
         self.value.counter += 1
 
     def write(self) -> None:
-        """Put the values into the file (page cache); survives a SIGKILL, not a power cut."""
+        """Put the values into the file (page cache); survives a SIGKILL, not a power cut.
+
+        Skipped when they are what the file already holds: the timer service calls this after
+        every run, most of which move nothing.
+        """
         if self._fd >= 0:
-            os.pwrite(self._fd, self.value.pack(), 0)
+            data = self.value.pack()
+            if data != self._written:
+                os.pwrite(self._fd, data, 0)
+                self._written = data
 
     def flush(self) -> None:
         if self._fd >= 0:

@@ -90,6 +90,7 @@ class TimerMessageStore(TimerRecovery, TimerEnqueueService, TimerDequeueService)
         self._last_commit = (-1, -1)
         self._last_flush = 0
         self._last_expire = 0
+        self._failed_run = False  # the last run's put failed: retry after Java's idle wait
         self._lock = threading.RLock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -156,20 +157,24 @@ class TimerMessageStore(TimerRecovery, TimerEnqueueService, TimerDequeueService)
                 delivered += self.enqueue(now)
                 delivered += self.dequeue(now)
                 self.warm_next_slot(now)
+                self._failed_run = False
             except RmqError as e:  # a put failed: the offsets did not move, the next run retries
-                # at most one line per 10 s: a full disk fails every run (each 10 ms) until space returns
+                # at most one line per 10 s: a full disk fails every retry until space returns
+                self._failed_run = True
                 self._put_failures = getattr(self, "_put_failures", 0) + 1
                 if now - getattr(self, "_put_failure_logged", -(1 << 62)) >= 10_000:
                     log.warning("timer service: %s; will retry (%d failed runs)", e, self._put_failures)
                     self._put_failure_logged = now
                     self._put_failures = 0
             self.prepare_timer_checkpoint()
-            self.timer_checkpoint.write()
+            self.timer_checkpoint.write()  # a no-op unless the progress moved since the last write
+            # both on multiples of their interval, so that at 1 s precision they share the run
+            # that the slot boundary wakes rather than waking the thread once more
             if now - self._last_flush >= self.flush_interval_ms:
                 self.flush()
-                self._last_flush = now
+                self._last_flush = now - now % max(1, self.flush_interval_ms)
             if now - self._last_expire >= 30_000:
-                self._last_expire = now
+                self._last_expire = now - now % 30_000
                 min_phy = getattr(self.store, "min_phy_offset", None)
                 if isinstance(min_phy, int):
                     self.timer_log.delete_expired_by_offset(min_phy)
@@ -194,10 +199,34 @@ class TimerMessageStore(TimerRecovery, TimerEnqueueService, TimerDequeueService)
         self._thread = threading.Thread(target=self._loop, name="TimerMessageStore", daemon=True)
         self._thread.start()
 
+    def next_run_ms(self, now_ms: int) -> int:
+        """When the next `run_due` has work to do if no message arrives on the timer topic.
+
+        Java's services poll: TimerEnqueueGetService and TimerDequeueGetService wait
+        `100 * precisionMs / 1000` ms (100 ms at 1 s precision) whenever a round found nothing,
+        TimerFlushService `timerFlushIntervalMs`. Here an arrival wakes the thread (`wakeup`), so
+        without one the next work is known: the write time reaching the next slot boundary (the
+        read-time slot becomes due), the warm-up of that slot shortly before it when it holds
+        units, the flush interval, the 30 s TimerLog expiry; a failed put retries after Java's
+        idle wait. Polling every 10 ms instead cost ~15 ms of CPU a second on an idle broker.
+        """
+        p = self.precision_ms
+        if self._failed_run:
+            return now_ms + max(1, p // 10)
+        floor_now = self._format(now_ms)
+        if self.curr_read_time_ms < floor_now:
+            return now_ms  # a boundary passed while the last run went on
+        due = floor_now + p
+        t = self.curr_read_time_ms
+        if (self._warm is None or self._warm[0] != t) and self.timer_wheel.slot_time_matches(t):
+            due = min(due, max(now_ms, t + p - self._warm_ahead_ms))
+        return min(due, self._last_flush + self.flush_interval_ms, self._last_expire + 30_000)
+
     def _loop(self) -> None:
-        interval = max(0.01, self.precision_ms / 100_000)  # 10 ms at 1 s precision
+        cap = max(self.precision_ms, 1) / 1000  # a clock that jumps never leaves the thread asleep long
         while not self._stop.is_set():
-            self._wake.wait(interval)
+            now = self.clock()
+            self._wake.wait(min(cap, max(0.001, (self.next_run_ms(now) - now) / 1000)))
             self._wake.clear()
             try:
                 self.run_due()
