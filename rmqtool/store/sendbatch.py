@@ -101,11 +101,17 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
     unpack_head, unpack_i16 = _BATCH_HEAD.unpack_from, _I16.unpack_from
     psep, nvsep, split_entry = P.PROPERTY_SEPARATOR, P.NAME_VALUE_SEPARATOR, _split_entry
     plans: dict[tuple[str, ...], _Plan | None] = {}
+    tags_key, uniq_key, keys_key = P.TAGS, P.UNIQ_KEY, P.KEYS
+    dtags, duniq, dkeys = batch_props.get(tags_key), batch_props.get(uniq_key), batch_props.get(keys_key)
+    join = psep.join
     flags: list[int] = []
     bodies: list[memoryview] = []
     maps: list[dict[str, str]] = []
-    entry_lists: list[list[str]] = []
-    msg_plans: list[_Plan] = []
+    texts: list[bytes] = []  # each map's stored text, in UTF-8
+    tags: list[str | None] = []
+    uniqs: list[str | None] = []
+    keys: list[str | None] = []
+    pending: list[tuple[int, list[str], _Plan]] = []  # messages whose UNIQ_KEY is made below
     view = memoryview(data)  # bodies are views of the request: copied once, into the mapped file
     p, n = 0, len(data)
     while p < n:
@@ -142,39 +148,29 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
             plan = plans[shape] = _plan(shape, extra, cluster)
         if plan is None:
             return None
+        get = props.get
+        if plan[2]:
+            pending.append((len(texts), entries, plan))
+            texts.append(b"")
+            uniqs.append(None)
+        else:
+            texts.append((join(plan[0](entries + plan[1])) + psep).encode("utf-8"))
+            uniqs.append(get(uniq_key, duniq))
+        tags.append(get(tags_key, dtags))
+        keys.append(get(keys_key, dkeys))
         flags.append(flag)
         bodies.append(view[p + 20 : q])
         maps.append(props)
-        entry_lists.append(entries)
-        msg_plans.append(plan)
         p = end
     if not maps:
         return None
     # LocalBroker._prepare, from here on for every message: nothing below can fall back
     clock, create = local.clock, local.uniq_keys.create
-    tags_key, uniq_key, keys_key = P.TAGS, P.UNIQ_KEY, P.KEYS
-    dtags, duniq, dkeys = batch_props.get(tags_key), batch_props.get(uniq_key), batch_props.get(keys_key)
     uniq_head = uniq_key + nvsep
-    join = psep.join
-    texts: list[bytes] = []
-    tags: list[str | None] = []
-    uniqs: list[str | None] = []
-    keys: list[str | None] = []
-    created: list[str | None] = []
-    for props, entries, (order, added, need_uniq) in zip(maps, entry_lists, msg_plans, strict=True):
-        src = entries + added
-        get = props.get
-        if need_uniq:
-            uniq = create(clock())
-            src.append(uniq_head + uniq)
-            created.append(uniq)
-        else:
-            uniq = get(uniq_key, duniq)
-            created.append(None)
-        texts.append((join(order(src)) + psep).encode("utf-8"))
-        tags.append(get(tags_key, dtags))
-        uniqs.append(uniq)
-        keys.append(get(keys_key, dkeys))
+    created: dict[int, str] = {}
+    for i, entries, (order, added, _) in pending:  # in message order, as _prepare makes them
+        uniqs[i] = created[i] = uniq = create(clock())
+        texts[i] = (join(order([*entries, *added, uniq_head + uniq])) + psep).encode("utf-8")
     store = local.store
     put_encoded = getattr(store, "put_encoded", None)
     if put_encoded is not None:
@@ -183,11 +179,11 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
         if result is not None:
             return result
     broker_order, cluster_key = P.broker_order, P.CLUSTER
-    for i, (props, uniq) in enumerate(zip(maps, created, strict=True)):  # the maps themselves
+    for i, props in enumerate(maps):  # the maps themselves
         for k, v in extra:
             props.setdefault(k, v)
-        if uniq is not None:
-            props[uniq_key] = uniq
+        if i in created:
+            props[uniq_key] = created[i]
         props[cluster_key] = cluster
         maps[i] = broker_order(props, owned=True)
     result = store.put_batch(topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags, bodies,
