@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate, chain, repeat
 from typing import Any
 
 from rmqtool.errors import StoreError
@@ -299,22 +300,19 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
         offsets: list[int] = []
         add_offset = offsets.append
         queue_offsets: list[int] | None = None
-        if isinstance(queue_id, int):
+        if isinstance(queue_id, int):  # one queue: every column in C (map over the columns)
             key = (topic, queue_id)
-            first_queue_offset = queue_offset = table.get(key, 0)
-            units: list[tuple[int, int, int, int]] = []
-            add_unit = units.append
-            for flag, body, props_field, total, body_crc, tags_code in zip(flags, bodies, props_fields, totals,
-                                                                          crcs, tag_codes, strict=True):
-                phys = base + pos
-                add((pack(total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp,
-                          born_b, now, store_b, reconsume_times, 0, len(body)), body, topic_b, props_field))
-                add_unit((phys, total, tags_code, queue_offset))
-                add_offset(phys)
-                queue_offset += 1
-                pos += total
-            runs = {queue_id: units}
-            table[key] = queue_offset
+            first_queue_offset = table.get(key, 0)
+            n = len(totals)
+            queue_offsets_run = range(first_queue_offset, first_queue_offset + n)
+            offsets = list(accumulate(totals, initial=base + start))
+            del offsets[-1]  # the end of the run
+            heads = map(pack, totals, repeat(magic), crcs, repeat(queue_id), flags, queue_offsets_run, offsets,
+                        repeat(sys_flag), repeat(born_timestamp), repeat(born_b), repeat(now), repeat(store_b),
+                        repeat(reconsume_times), repeat(0), map(len, bodies))
+            parts = list(chain.from_iterable(zip(heads, bodies, repeat(topic_b), props_fields)))
+            runs = {queue_id: list(zip(offsets, totals, tag_codes, queue_offsets_run, strict=True))}
+            table[key] = first_queue_offset + n
         else:  # a queue per message: each queue's offsets run on from the table's
             nexts: dict[int, int] = {}
             runs = {}
