@@ -6,8 +6,10 @@ is stored on the request's topic and queue with its sysFlag, born time, born hos
 times. The properties are what `LocalBroker.send_batch` gives a MessageExt made from the same
 request (broker/send.py `_send_batch`): the inner map, the batch's own properties filling in
 what it lacks, a UNIQ_KEY where the client set none, CLUSTER, in the 5.x broker's HashMap order.
-They are split in C (`str.split` + `dict`), checked without a per-entry loop, and handed with
-flags and bodies to `MessageStore.put_batch`.
+They are split in C (`str.split` + `dict`) and checked without a per-entry loop. Each stored text
+is the inner entries plus the broker's, joined in the order `_plan` works out once per key
+shape, and goes with flags, bodies and index values to `MessageStore.put_encoded`: no map is
+encoded twice.
 
 Anything unusual makes `send_batch_body` return None before it changes anything, and the
 caller takes the per-message path, which gives the same records or the same error: a body that
