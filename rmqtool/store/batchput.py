@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate, chain, repeat
 from typing import Any
 
 from rmqtool.errors import StoreError
@@ -66,8 +67,7 @@ class BatchPutResult:
 
     def offset_msg_ids(self) -> str:
         """The send answer's msgId: each record's offset msgId, comma-joined (`MessageBatch`)."""
-        prefix = host_hex(self.store_host)
-        return ",".join([prefix + format(o, "016X") for o in self.wrote_offsets])
+        return ",".join(map((host_hex(self.store_host) + "%016X").__mod__, self.wrote_offsets))
 
 
 class _Waiting:
@@ -181,6 +181,37 @@ def put_batch(store: Any, topic: str, queue_id: int | list[int], sys_flag: int, 
                    totals, crcs, codes, index_keys, props_list)
 
 
+def put_encoded(store: Any, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
+                reconsume_times: int, flags: list[int], bodies: list[memoryview], props_b: list[bytes],
+                tags: list[str | None], uniqs: list[str | None], keys: list[str | None]) -> BatchPutResult | None:
+    """`put_batch` of maps already encoded (`props_b`, each map's stored text in UTF-8) with
+    their TAGS, UNIQ_KEY and KEYS values, or None (nothing done) when `put_batch` must.
+
+    A SEND_BATCH_MESSAGE's maps are the inner text's entries re-ordered around the broker's
+    (store/sendbatch.py): encoding them again from dicts cost more than the rest of the
+    record. No put hook may need the maps (the caller has checked them for the schedule
+    hook's keys), and no HA service, whose SYNC wait reads each map's WAIT.
+    """
+    if store.ha_service is not None:
+        return None
+    layout = _layout_if_fast(store, topic, sys_flag, born_host, [])
+    if layout is None:
+        return None
+    lens = list(map(len, bodies))
+    plens = list(map(len, props_b))
+    if max(plens) > MAX_PROPERTIES_LENGTH or max(lens) > store.config.max_message_size:
+        return None  # put_messages refuses it, with its words
+    i16 = _I16.pack
+    fields = [i16(n) + b for n, b in zip(plens, props_b, strict=True)]
+    fixed = layout.fixed_size
+    totals = [fixed + n + m for n, m in zip(lens, plens, strict=True)]
+    crcs = [c & 0x7FFFFFFF for c in map(crc32, bodies)]
+    tag_codes = {t: java_string_hash(t) if t else 0 for t in set(tags)}
+    codes = list(map(tag_codes.__getitem__, tags))
+    return _append(store, topic, queue_id, layout, born_timestamp, reconsume_times, flags, bodies, fields, totals,
+                   crcs, codes, list(zip(uniqs, keys, strict=True)), [])
+
+
 def put_bodies(store: Any, topic: str, queue_id: int, bodies: list[bytes], properties: dict[str, str],
                uniq_keys: list[str], born_timestamp: int, born_host: Host, *, flag: int = 0,
                sys_flag: int = 0) -> BatchPutResult | None:
@@ -269,22 +300,19 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
         offsets: list[int] = []
         add_offset = offsets.append
         queue_offsets: list[int] | None = None
-        if isinstance(queue_id, int):
+        if isinstance(queue_id, int):  # one queue: every column in C (map over the columns)
             key = (topic, queue_id)
-            first_queue_offset = queue_offset = table.get(key, 0)
-            units: list[tuple[int, int, int, int]] = []
-            add_unit = units.append
-            for flag, body, props_field, total, body_crc, tags_code in zip(flags, bodies, props_fields, totals,
-                                                                          crcs, tag_codes, strict=True):
-                phys = base + pos
-                add((pack(total, magic, body_crc, queue_id, flag, queue_offset, phys, sys_flag, born_timestamp,
-                          born_b, now, store_b, reconsume_times, 0, len(body)), body, topic_b, props_field))
-                add_unit((phys, total, tags_code, queue_offset))
-                add_offset(phys)
-                queue_offset += 1
-                pos += total
-            runs = {queue_id: units}
-            table[key] = queue_offset
+            first_queue_offset = table.get(key, 0)
+            n = len(totals)
+            queue_offsets_run = range(first_queue_offset, first_queue_offset + n)
+            offsets = list(accumulate(totals, initial=base + start))
+            del offsets[-1]  # the end of the run
+            heads = map(pack, totals, repeat(magic), crcs, repeat(queue_id), flags, queue_offsets_run, offsets,
+                        repeat(sys_flag), repeat(born_timestamp), repeat(born_b), repeat(now), repeat(store_b),
+                        repeat(reconsume_times), repeat(0), map(len, bodies))
+            parts = list(chain.from_iterable(zip(heads, bodies, repeat(topic_b), props_fields)))
+            runs = {queue_id: list(zip(offsets, totals, tag_codes, queue_offsets_run, strict=True))}
+            table[key] = first_queue_offset + n
         else:  # a queue per message: each queue's offsets run on from the table's
             nexts: dict[int, int] = {}
             runs = {}

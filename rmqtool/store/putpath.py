@@ -22,7 +22,7 @@ from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH
 from rmqtool.layouts.message import MessageExt, encode_records_parts, topic_field
 from rmqtool.layouts.msgid import create_offset_msg_id
 from rmqtool.layouts.net import Host
-from rmqtool.store.batchput import BatchPutResult, put_batch, put_bodies
+from rmqtool.store.batchput import BatchPutResult, put_batch, put_bodies, put_encoded
 from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import DispatchRequest
 from rmqtool.store.putusual import put_usual
@@ -211,6 +211,16 @@ class PutPath:
             raise StoreError("store opened read-only")
         return put_batch(self, topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags,
                          bodies, props_list)
+
+    def put_encoded(self, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
+                    reconsume_times: int, flags: list[int], bodies: list[memoryview], props_b: list[bytes],
+                    tags: list[str | None], uniqs: list[str | None], keys: list[str | None]) -> BatchPutResult | None:
+        """`put_batch` of maps already encoded, with their index values, or None when it needs
+        `put_batch` or `put_messages` (batchput.py `put_encoded`; nothing is done then)."""
+        if self.read_only:
+            raise StoreError("store opened read-only")
+        return put_encoded(self, topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags,
+                           bodies, props_b, tags, uniqs, keys)
 
     def put_bodies(self, topic: str, queue_id: int, bodies: list[bytes], properties: dict[str, str],
                    uniq_keys: list[str], born_timestamp: int, born_host: Host) -> BatchPutResult | None:

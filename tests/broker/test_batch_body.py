@@ -42,10 +42,12 @@ def _open(root: Path) -> tuple[LocalBroker, BrokerController]:
 
 
 USUAL = ["KEYS\x01k{i}\x02WAIT\x01true\x02UNIQ_KEY\x01{u}\x02", "TAGS\x01TagA\x02KEYS\x01a b\x02UNIQ_KEY\x01{u}",
-         "WAIT\x01true\x02KEYS\x01only-keys\x02", "", "TAGS\x01é\x02color\x01rouge\x02UNIQ_KEY\x01{u}\x02"]
+         "WAIT\x01true\x02KEYS\x01only-keys\x02", "", "TAGS\x01é\x02color\x01rouge\x02UNIQ_KEY\x01{u}\x02",
+         "CLUSTER\x01elsewhere\x02KEYS\x01c{i}\x02UNIQ_KEY\x01{u}\x02"]
 UNUSUAL = ["a\x01b\x01c\x02", "a\x01b\x02a\x01c\x02", "\x02\x02KEYS\x01k\x02", "k\x01\x02bad", "DELAY\x012\x02",
            "TIMER_DELAY_SEC\x015\x02", "xy", "\x01v\x02", "UNIQ_KEY\x01\x02KEYS\x01x\x02"]
-HEADER_PROPS = ["WAIT\x01true", "WAIT\x01false\x02x\x01y", "", "UNIQ_KEY\x01BATCHUNIQ\x02WAIT\x01true"]
+HEADER_PROPS = ["WAIT\x01true", "WAIT\x01false\x02x\x01y", "", "UNIQ_KEY\x01BATCHUNIQ\x02WAIT\x01true",
+                "TAGS\x01HeadTag\x02KEYS\x01head-key\x02CLUSTER\x01x"]
 
 
 def _batch(rnd: random.Random, seq: int) -> RemotingCommand:
