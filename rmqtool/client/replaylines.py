@@ -25,6 +25,7 @@ import orjson
 
 from rmqtool.client.message import Message
 from rmqtool.client.replay import DROPPED_PROPERTIES, from_json_lines, replay_message
+from rmqtool.client.replaycolumns import loads_all, uniform_fields
 from rmqtool.errors import InvalidInput
 from rmqtool.layouts import properties as P
 
@@ -55,6 +56,11 @@ def parse_lines(lines: list[bytes], first_line: int, *, to_topic: str | None = N
                 warn: Callable[[str], None] | None = None) -> Lines:
     """The replayed messages of `lines` (line numbers from `first_line`), as `from_json_lines`
     followed by `replay_message` gives them; empty lines are skipped, a bad one ends the batch."""
+    objs = loads_all(lines)
+    if objs is not None:
+        fields = uniform_fields(objs, to_topic)
+        if fields is not None:  # lines of one shape: checked and built column by column
+            return Lines(*fields)
     topics: list[str] = []
     bodies: list[bytes] = []
     flags: list[int] = []
@@ -70,7 +76,7 @@ def parse_lines(lines: list[bytes], first_line: int, *, to_topic: str | None = N
                                                           origins.append)
     for i, line in enumerate(lines):
         try:
-            o = loads(line)
+            o = loads(line) if objs is None else objs[i]
             get = o.get
             text = get("body")
             if type(text) is not str or "bodyBase64" in o:
