@@ -9,6 +9,7 @@ One result line per message on stdout, a progress bar (terminals) and a summary 
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -125,6 +126,9 @@ def _replay_jsonl(path: str, window: Any, *, to_topic: str | None, dry_run: bool
         nonlocal target
         if not dry_run:
             target = _target(network, namesrv, group, store)
+        # what start-up made (modules, the store's tables) lives as long as the command: frozen,
+        # the collector's passes over a long stream's garbage no longer scan it (as `serve` does)
+        gc.freeze()
         return R.Replayer(target, dry_run=dry_run, rate=rate, on_result=out.on_result,
                           on_lines=out.on_lines, on_progress=out.on_progress, on_error=out.on_error)
 

@@ -53,7 +53,9 @@ class LineReader(threading.Thread):
                 data = self._read()
                 if not data:
                     break
-                parts = (tail + data).split(b"\n")
+                parts = data.split(b"\n")  # the chunk itself: the held tail joins its first line only
+                if tail:
+                    parts[0] = tail + parts[0]
                 tail = parts.pop()
                 if parts:
                     self.lines.put(parts)

@@ -25,6 +25,7 @@ import orjson
 
 from rmqtool.client.message import Message
 from rmqtool.client.replay import DROPPED_PROPERTIES, from_json_lines, replay_message
+from rmqtool.client.replaycolumns import loads_all, uniform_fields
 from rmqtool.errors import InvalidInput
 from rmqtool.layouts import properties as P
 
@@ -55,6 +56,11 @@ def parse_lines(lines: list[bytes], first_line: int, *, to_topic: str | None = N
                 warn: Callable[[str], None] | None = None) -> Lines:
     """The replayed messages of `lines` (line numbers from `first_line`), as `from_json_lines`
     followed by `replay_message` gives them; empty lines are skipped, a bad one ends the batch."""
+    objs = loads_all(lines)
+    if objs is not None:
+        fields = uniform_fields(objs, to_topic)
+        if fields is not None:  # lines of one shape: checked and built column by column
+            return Lines(*fields)
     topics: list[str] = []
     bodies: list[bytes] = []
     flags: list[int] = []
@@ -65,15 +71,17 @@ def parse_lines(lines: list[bytes], first_line: int, *, to_topic: str | None = N
     tags_key, keys_key, uniq_key, origin_key, dlq_origin_key, wait_key = (P.TAGS, P.KEYS, P.UNIQ_KEY,
                                                                           P.ORIGIN_MESSAGE_ID,
                                                                           P.DLQ_ORIGIN_MESSAGE_ID, P.WAIT)
-    join = "".join
+    join, drop = "".join, dropped.intersection
+    add_topic, add_body, add_flag, add_map, add_origin = (topics.append, bodies.append, flags.append, maps.append,
+                                                          origins.append)
     for i, line in enumerate(lines):
         try:
-            o = loads(line)
+            o = loads(line) if objs is None else objs[i]
             get = o.get
             text = get("body")
             if type(text) is not str or "bodyBase64" in o:
                 raise _Unusual
-            body = text.encode("utf-8")
+            body = text.encode()
             src = get("properties")
             if not src:
                 src = {}
@@ -93,10 +101,11 @@ def parse_lines(lines: list[bytes], first_line: int, *, to_topic: str | None = N
             flag = get("flag") or 0
             if type(flag) is not int or not -_INT32 <= flag < _INT32:
                 raise _Unusual
-            for name in ("queueId", "queueOffset", "storeTimestamp", "bornTimestamp"):
-                v = get(name)
-                if v and type(v) is not int:
-                    raise _Unusual
+            queue_id, queue_offset, store_time, born_time = (get("queueId"), get("queueOffset"),
+                                                             get("storeTimestamp"), get("bornTimestamp"))
+            if ((queue_id and type(queue_id) is not int) or (queue_offset and type(queue_offset) is not int)
+                    or (store_time and type(store_time) is not int) or (born_time and type(born_time) is not int)):
+                raise _Unusual
             msg_id = get("msgId")
             if msg_id and uniq_key not in src and origin_key not in src:
                 src[origin_key] = str(msg_id)
@@ -104,9 +113,11 @@ def parse_lines(lines: list[bytes], first_line: int, *, to_topic: str | None = N
             if store_host and offset is not None and type(offset) is not int:
                 raise _Unusual
             origin = src.get(origin_key) or src.get(dlq_origin_key) or src.get(uniq_key)
-            if not origin and (get("storeTimestamp") or (store_host and offset is not None)):
+            if not origin and (store_time or (store_host and offset is not None)):
                 raise _Unusual  # the origin would be an offset msgId
-            props = {k: v for k, v in src.items() if k not in dropped}
+            props = src  # loads' own dict: the dropped names taken out in place, the others keep their order
+            for name in drop(src):
+                del props[name]
             if origin:
                 props[origin_key] = origin
             props[wait_key] = "true"  # the Message's own, after the user map (WAIT is dropped)
@@ -124,11 +135,11 @@ def parse_lines(lines: list[bytes], first_line: int, *, to_topic: str | None = N
                 out.error = e
                 break
             continue
-        topics.append(topic)
-        bodies.append(body)
-        flags.append(flag)
-        maps.append(props)
-        origins.append(origin or props.get(origin_key))
+        add_topic(topic)
+        add_body(body)
+        add_flag(flag)
+        add_map(props)
+        add_origin(origin or props.get(origin_key))
     return out
 
 

@@ -17,6 +17,7 @@ import re
 import time
 from dataclasses import dataclass
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -27,6 +28,7 @@ from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH, RETRY_GROUP_TOPIC_P
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.msgid import host_hex
 from rmqtool.layouts.net import Host
+from rmqtool.store.batchput import _I16, put_fields
 from rmqtool.validators import check_properties, check_send_topic
 
 _BORN_HOST = Host("127.0.0.1", 0)  # a MessageExt's own born host, which StoreTarget's messages keep
@@ -126,6 +128,11 @@ def store_lines(target: Any, batch: Any) -> StoredLines | None:
     qids = [(first + i) % n for i in range(count)]
     uniqs = target.uniq.create_many(now, count)
     cluster, uniq_key, cluster_key = broker.config.broker_cluster_name, P.UNIQ_KEY, P.CLUSTER
+    put = _put_templated(broker.store, topic, qids, now, flags, bodies, maps, uniqs, cluster)
+    if put is not None:
+        target._next[topic] = qids[-1] + 1
+        return StoredLines("SEND_OK" if put.status == "PUT_OK" else put.status, topic, uniqs,
+                           host_hex(put.store_host), put.wrote_offsets, qids, put.queue_offsets, batch.origins)
     for props, u in zip(maps, uniqs, strict=True):  # LocalBroker.send_batch's preparation of each map
         props[uniq_key] = u
         props[cluster_key] = cluster
@@ -148,6 +155,65 @@ def store_lines(target: Any, batch: Any) -> StoredLines | None:
     queue_offsets = put.queue_offsets or [put.queue_offset + i for i in range(count)]
     return StoredLines("SEND_OK" if put.status == "PUT_OK" else put.status, topic, uniqs, host_hex(put.store_host),
                        put.wrote_offsets, qids, queue_offsets, batch.origins)
+
+
+_TEMPLATES: dict[tuple[tuple[str, ...], str], tuple[str, tuple[str, ...]]] = {}
+
+
+def _template(keys: tuple[str, ...], cluster: str) -> tuple[str, tuple[str, ...]]:
+    """The properties text of a map with `keys` once UNIQ_KEY and CLUSTER are added (as
+    `store_lines` adds them), in the broker's order (`P.broker_order`), as a `str.format`
+    template: field i is the value of keys[i], field len(keys) the UNIQ_KEY; CLUSTER's value is
+    in the text. With the stored names in order."""
+    found = _TEMPLATES.get((keys, cluster))
+    if found is None:
+        if len(_TEMPLATES) > 256:
+            _TEMPLATES.clear()
+        order = tuple(P.broker_order(dict.fromkeys((*keys, P.UNIQ_KEY, P.CLUSTER)), owned=True))
+        index = {k: i for i, k in enumerate(keys)}
+        index[P.UNIQ_KEY] = len(keys)
+
+        def brace(text: str) -> str:
+            return text.replace("{", "{{").replace("}", "}}")
+
+        parts = [brace(k) + P.NAME_VALUE_SEPARATOR + (brace(cluster) if k == P.CLUSTER else f"{{{index[k]}}}")
+                 + P.PROPERTY_SEPARATOR for k in order]
+        found = _TEMPLATES[keys, cluster] = ("".join(parts), order)
+    return found
+
+
+def _put_templated(store: Any, topic: str, qids: list[int], now: int, flags: list[int], bodies: list[bytes],
+                   maps: list[dict[str, str]], uniqs: list[str], cluster: str) -> Any:
+    """`put_batch` of the maps with UNIQ_KEY and CLUSTER added, in the broker's order, when they
+    all have the same names in the same order (a replayed stream's usually have): each map's
+    properties text made from one template in C (`str.format`), the maps left as they are;
+    None (nothing stored) otherwise, or when `batchput.put_fields` does not take the batch."""
+    keys = tuple(maps[0])
+    if (list(map(tuple, maps)).count(keys) != len(maps) or P.UNIQ_KEY in keys or P.CLUSTER in keys
+            or P.TAGS in keys or P.KEYS in keys):
+        return None
+    template, order = _template(keys, cluster)
+    fill = template.format
+    if len(keys) > 1:
+        values = itemgetter(*keys)
+        texts = [fill(*values(m), u) for m, u in zip(maps, uniqs, strict=True)]
+    elif keys:
+        key = keys[0]
+        texts = [fill(m[key], u) for m, u in zip(maps, uniqs, strict=True)]
+    else:
+        texts = [fill(u) for u in uniqs]
+    encoded = [t.encode("utf-8") for t in texts]
+    lens = list(map(len, encoded))
+    longest = max(lens)
+    if longest > MAX_PROPERTIES_LENGTH:
+        return None
+    if min(lens) == longest:  # ids of one length: one length field for all
+        head = _I16.pack(longest)
+        fields = [head + b for b in encoded]
+    else:
+        i16 = _I16.pack
+        fields = [i16(len(b)) + b for b in encoded]
+    return put_fields(store, topic, qids, now, _BORN_HOST, flags, bodies, fields, uniqs, order)
 
 
 def _broker_order(maps: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -86,8 +86,7 @@ def hooks_pass_through(store: Any, props_list: list[dict[str, str]]) -> bool:
         return True
     if not all(getattr(h, "rmqtool_schedule_hook", False) for h in hooks):
         return False
-    schedule_keys = _SCHEDULE_KEYS
-    return all(d.keys().isdisjoint(schedule_keys) for d in props_list)
+    return all(map(_SCHEDULE_KEYS.isdisjoint, props_list))  # in C: each map's keys against the set
 
 
 _SCHEDULE_KEYS = frozenset((P.DELAY, P.TIMER_DELIVER_MS, P.TIMER_DELAY_SEC, P.TIMER_DELAY_MS))
@@ -265,6 +264,30 @@ def put_bodies(store: Any, topic: str, queue_id: int, bodies: list[bytes], prope
     index_keys = [(u, keys) for u in uniq_keys]
     return _append(store, topic, queue_id, layout, born_timestamp, 0, [flag] * n, bodies, props_fields, totals,
                    crcs, codes, index_keys, [properties] * n)
+
+
+def put_fields(store: Any, topic: str, queue_ids: list[int], born_timestamp: int, born_host: Host,
+               flags: list[int], bodies: list[bytes], props_fields: list[bytes], uniq_keys: list[str],
+               keys: tuple[str, ...]) -> BatchPutResult | None:
+    """`put_batch` of maps already encoded, or None (nothing done) when `put_batch` must.
+
+    `props_fields` are each record's properties field (length and text), of maps with the
+    names `keys` in stored order, neither TAGS nor KEYS among them (tags code 0, the index
+    keys are each record's UNIQ_KEY of `uniq_keys`): a replayed batch whose maps differ only
+    in their values (client/replaystore.py) encodes them with one template. Not with HA,
+    which reads each message's map (WAIT).
+    """
+    if store.ha_service is not None or P.TAGS in keys or P.KEYS in keys:
+        return None
+    layout = _layout_if_fast(store, topic, 0, born_host, [dict.fromkeys(keys)])
+    if layout is None:
+        return None
+    fixed = layout.fixed_size - 2  # each field has its two length bytes
+    totals = [fixed + b + p for b, p in zip(map(len, bodies), map(len, props_fields), strict=True)]
+    crcs = [c & 0x7FFFFFFF for c in map(crc32, bodies)]
+    n = len(bodies)
+    return _append(store, topic, queue_ids, layout, born_timestamp, 0, flags, bodies, props_fields, totals, crcs,
+                   [0] * n, list(zip(uniq_keys, [None] * n, strict=True)), [])
 
 
 def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, born_timestamp: int, reconsume_times: int,
