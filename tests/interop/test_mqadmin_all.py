@@ -109,6 +109,8 @@ def plan(n: dict[str, str], files: Path) -> list[tuple[str, tuple[str, ...]]]:
         ("consumerProgress2", ("consumerProgress", "-g", g2, "-t", t)),
         ("updateBrokerConfig", ("updateBrokerConfig", "-b", a, "-k", "maxMessageSize", "-v", "1048577")),
         ("getBrokerConfig2", ("getBrokerConfig", "-b", a)),
+        # the brokers are the session's: later modules on this worker expect the default 4 MiB back
+        ("updateBrokerConfig2", ("updateBrokerConfig", "-b", a, "-k", "maxMessageSize", "-v", "4194304")),
         ("updateNamesrvConfig", ("updateNamesrvConfig", "-k", "clusterTest", "-v", "true")),
         ("getNamesrvConfig2", ("getNamesrvConfig",)),
         ("updateKvConfig", ("updateKvConfig", "-s", kv, "-k", "k1", "-v", "v1")),
