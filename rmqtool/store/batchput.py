@@ -308,10 +308,8 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
         mf = mfq.files[-1] if mfq.files else None
         if store.closed or mf is None or mf.wrote_position + batch_size + END_FILE_MIN_BLANK_LENGTH > file_size:
             return None  # a new file (and maybe a blank) first: put_messages knows how
-        # blocks are reserved in chunks ahead of the write position (mappedfile.RESERVE_AHEAD):
-        # a store past the reserved point lands in a hole, a SIGBUS on a full disk
-        try:
-            mf.ensure_reserved(mf.wrote_position + batch_size + END_FILE_MIN_BLANK_LENGTH)
+        try:  # the reservation every append makes (a store past it lands in a hole: SIGBUS)
+            mfq.reserve_for_append(batch_size, END_FILE_MIN_BLANK_LENGTH)
         except DiskFull:
             return None  # nothing changed yet: put_messages refuses it with RocketMQ's status
         now = store.clock()
