@@ -10,12 +10,10 @@ did). Line ends are those of Python's text mode: \\n, \\r\\n and a lone \\r.
 
 from __future__ import annotations
 
-import queue
-import time
 from collections.abc import Iterator
 from typing import IO
 
-from rmqtool.cli.sendstream import _EOF, FLUSH_S, LineReader
+from rmqtool.cli.sendstream import FLUSH_S, LineReader, timed_batches
 
 NO_LIMIT = 1 << 62  # a JSON line is as long as its message makes it, as with the text reader
 
@@ -46,31 +44,7 @@ def line_batches(stream: IO[bytes], size: int, *, flush_s: float = FLUSH_S) -> I
     """(number of the first line, lines) of at most `size` lines, empty ones included."""
     reader = JsonLineReader(stream)
     reader.start()
-    pending: list[bytes] = []
-    first = 1  # the number of pending[0]
-    due = 0.0
-    while True:
-        try:
-            item = reader.lines.get(timeout=max(0.0, due - time.monotonic()) if pending else None)
-        except queue.Empty:
-            yield first, pending
-            first += len(pending)
-            pending = []
-            continue
-        if item is _EOF:
-            break
-        if isinstance(item, BaseException):
-            if pending:
-                yield first, pending
-            raise item
-        assert isinstance(item, list)
-        if not pending:
-            due = time.monotonic() + flush_s
-        pending += item
-        while len(pending) >= size:
-            batch, pending = pending[:size], pending[size:]
-            yield first, batch
-            first += size
-            due = time.monotonic() + flush_s
-    if pending:
-        yield first, pending
+    first = 1  # the number of the batch's first line
+    for batch in timed_batches(reader.lines, size, flush_s, list):
+        yield first, batch
+        first += len(batch)

@@ -16,7 +16,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from rmqtool.errors import InvalidMessage
@@ -70,15 +70,16 @@ class LineReader(threading.Thread):
             self.lines.put(e)
 
 
-def batches(stream: IO[bytes], size: int, *, max_line: int, flush_s: float = FLUSH_S) -> Iterator[list[bytes]]:
-    """Lists of at most `size` bodies, each as soon as it is full or `flush_s` after its first line."""
-    reader = LineReader(stream, max_line)
-    reader.start()
+def timed_batches(lines: queue.Queue, size: int, flush_s: float,
+                  take: Callable[[list[bytes]], list[bytes]]) -> Iterator[list[bytes]]:
+    """Lists of at most `size` items from a reader thread's queue of line chunks (`take` makes a
+    chunk's items), each as soon as it is full or `flush_s` after its first item; a reader's
+    error is raised after what came before it."""
     pending: list[bytes] = []
     due = 0.0
     while True:
         try:
-            item = reader.lines.get(timeout=max(0.0, due - time.monotonic()) if pending else None)
+            item = lines.get(timeout=max(0.0, due - time.monotonic()) if pending else None)
         except queue.Empty:
             yield pending
             pending = []
@@ -90,16 +91,25 @@ def batches(stream: IO[bytes], size: int, *, max_line: int, flush_s: float = FLU
                 yield pending
             raise item
         assert isinstance(item, list)
-        for line in item:
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:
-                continue
-            if not pending:
-                due = time.monotonic() + flush_s
-            pending.append(line)
-            if len(pending) >= size:
-                yield pending
-                pending = []
+        items = take(item)
+        if items and not pending:
+            due = time.monotonic() + flush_s
+        pending += items
+        while len(pending) >= size:
+            batch, pending = pending[:size], pending[size:]
+            yield batch
+            due = time.monotonic() + flush_s
     if pending:
         yield pending
+
+
+def _bodies(chunk: list[bytes]) -> list[bytes]:
+    """A chunk's non-empty lines, a trailing CR taken off."""
+    return [b for b in (line[:-1] if line.endswith(b"\r") else line for line in chunk) if b]
+
+
+def batches(stream: IO[bytes], size: int, *, max_line: int, flush_s: float = FLUSH_S) -> Iterator[list[bytes]]:
+    """Lists of at most `size` bodies, each as soon as it is full or `flush_s` after its first line."""
+    reader = LineReader(stream, max_line)
+    reader.start()
+    yield from timed_batches(reader.lines, size, flush_s, _bodies)
