@@ -8,13 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
 from rmqtool.cli.replaystream import line_batches
-from tests.cli.test_send_stream import _readline
 from tests.conftest import rmqtool_env
+from tests.stream_helpers import peak_status_kb, readline
 
 
 def _jsonl(i: int, topic: str = "Stream") -> bytes:
@@ -32,7 +31,7 @@ def test_each_line_of_an_open_pipe_is_replayed_and_printed_before_eof(tmp_path):
         for i in range(3):  # the first waits for start-up (creating the store)
             proc.stdin.write(_jsonl(i))
             proc.stdin.flush()
-            got = _readline(proc, 30)
+            got = readline(proc, 30)
             assert got, f"no result for line {i} while stdin is open"
             row = json.loads(got)
             assert (row["status"], row["originMsgId"]) == ("SEND_OK", f"7F000001{i:024X}")
@@ -94,16 +93,7 @@ def _peak_anon_rss_kb(n: int, tmp_path) -> int:
     proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "replay", "--jsonl", str(path), "--store",
                              str(tmp_path / f"s-{n}"), "--json"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             env=rmqtool_env(None))
-    peak = 0
-    while proc.poll() is None:
-        try:
-            with open(f"/proc/{proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("RssAnon:"):
-                        peak = max(peak, int(line.split()[1]))
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-        time.sleep(0.02)
+    peak = peak_status_kb(proc, "RssAnon")["RssAnon"]
     assert proc.returncode == 0, proc.stderr.read()
     return peak
 

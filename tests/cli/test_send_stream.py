@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
 import time
@@ -15,23 +14,7 @@ import pytest
 
 from rmqtool.cli.sendstream import batches
 from tests.conftest import rmqtool_env
-
-
-def _readline(proc: subprocess.Popen, timeout: float) -> bytes:
-    """One stdout line, or b'' when none came within `timeout` seconds."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buf = b""
-    end = time.monotonic() + timeout
-    while not buf.endswith(b"\n"):
-        left = end - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return b""
-        chunk = os.read(fd, 1)
-        if not chunk:
-            return buf
-        buf += chunk
-    return buf
+from tests.stream_helpers import peak_status_kb, readline
 
 
 @pytest.mark.parametrize("batch", ["1", "256"])
@@ -43,13 +26,13 @@ def test_tail_f_style_input_is_sent_within_a_second_of_each_line(tmp_path, batch
     try:
         proc.stdin.write(b"first\n")
         proc.stdin.flush()
-        first = _readline(proc, 30)  # start-up: opening (creating) the store
+        first = readline(proc, 30)  # start-up: opening (creating) the store
         assert json.loads(first)["status"] == "SEND_OK", proc.stderr.read() if not first else first
         for i in range(3):
             t0 = time.monotonic()
             proc.stdin.write(f"line {i}\n".encode())
             proc.stdin.flush()
-            got = _readline(proc, 5)
+            got = readline(proc, 5)
             took = time.monotonic() - t0
             assert got and json.loads(got)["status"] == "SEND_OK"
             assert took < 1.0, f"line {i} took {took:.2f}s to be sent"
@@ -72,16 +55,7 @@ def _peak_anon_rss_kb(lines: int, store) -> tuple[int, int]:
                              "--json"], stdin=seq.stdout, stdout=out, stderr=subprocess.PIPE, env=rmqtool_env(None))
     assert seq.stdout is not None
     seq.stdout.close()
-    peak = 0
-    while proc.poll() is None:
-        try:
-            with open(f"/proc/{proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("RssAnon:"):
-                        peak = max(peak, int(line.split()[1]))
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-        time.sleep(0.02)
+    peak = peak_status_kb(proc, "RssAnon")["RssAnon"]
     out.close()
     assert proc.returncode == 0, proc.stderr.read()
     with open(store.parent / f"out-{lines}", "rb") as f:
@@ -161,21 +135,10 @@ def _peak_rss_kb(lines: int, store) -> tuple[int, int]:
                             env=rmqtool_env(None))
     assert seq.stdout is not None
     seq.stdout.close()
-    peak = peak_file = 0
-    while proc.poll() is None:
-        try:
-            with open(f"/proc/{proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        peak = max(peak, int(line.split()[1]))
-                    elif line.startswith("RssFile:"):
-                        peak_file = max(peak_file, int(line.split()[1]))
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-        time.sleep(0.05)
+    peak = peak_status_kb(proc, "VmRSS", "RssFile", step=0.05)
     assert proc.returncode == 0, proc.stderr.read()
     assert b"(SEND_OK %d)" % lines in proc.stderr.read()
-    return peak, peak_file
+    return peak["VmRSS"], peak["RssFile"]
 
 
 @pytest.mark.slow

@@ -124,8 +124,8 @@ def test_send_streams_stdin_through_one_producer(server, unique):
     import subprocess
     import sys
 
-    from tests.cli.test_send_stream import _readline
     from tests.conftest import rmqtool_env
+    from tests.stream_helpers import readline
 
     topic = unique("Tstream")
     proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "send", topic, "--namesrv", server.namesrv, "--json"],
@@ -135,13 +135,13 @@ def test_send_streams_stdin_through_one_producer(server, unique):
     try:
         proc.stdin.write(b"first\n")
         proc.stdin.flush()
-        first = _readline(proc, 60)  # start-up, routes, connections
+        first = readline(proc, 60)  # start-up, routes, connections
         assert first and json.loads(first)["status"] == "SEND_OK", first
         for i in range(3):
             t0 = time.monotonic()
             proc.stdin.write(f"s{i}\n".encode())
             proc.stdin.flush()
-            got = _readline(proc, 10)
+            got = readline(proc, 10)
             assert got and json.loads(got)["status"] == "SEND_OK" and time.monotonic() - t0 < 1.0
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
