@@ -17,6 +17,7 @@ from rmqtool.layouts.msgid import decode_offset_msg_id
 from tests.broker.conftest import TEST_CONF, ServeProcess, Wire, props, send_ext
 from tests.cluster_helpers import hold_ports, is_port_in_use_failure, restartable_broker_port
 from tests.serve_helpers import rmqtool_env
+from tests.store.conftest import commitlog_files
 
 HA_LINE = re.compile(r"HA listening on ([\d.]+):(\d+)")
 SMALL = TEST_CONF.replace("mappedFileSizeCommitLog=67108864", "mappedFileSizeCommitLog=1048576")
@@ -35,10 +36,6 @@ def ha_addr(p: ServeProcess) -> str:
 def send(w: Wire, topic: str, i: int, **kv: str) -> tuple[int, str]:
     r = w.request(310, send_ext(topic, i % 4, props(KEYS=f"k{i}", TAGS="t" + str(i % 3), **kv)), f"body-{i}".encode() * 20)
     return r.code, (r.ext_fields or {}).get("msgId", "")
-
-
-def commitlog_files(root: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((root / "commitlog").iterdir())}
 
 
 def verify(root: Path) -> subprocess.CompletedProcess:

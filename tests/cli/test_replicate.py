@@ -15,8 +15,7 @@ from rmqtool.store.ha import HAService
 from rmqtool.store.ha.client import wait_until
 from rmqtool.store.messagestore import MessageStore
 from tests.serve_helpers import rmqtool_env
-from tests.store.conftest import make_msg, small_config
-from tests.store.test_ha import HOST, commitlog_files
+from tests.store.conftest import BORN_HOST, commitlog_files, make_msg, small_config
 
 
 def rmqtool(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -27,7 +26,7 @@ def rmqtool(*args: str, **kw) -> subprocess.CompletedProcess:
 def put(store: MessageStore, start: int, n: int) -> None:
     for i in range(start, start + n):
         m = make_msg(i, queue_id=i % 2, body_size=200 + i % 700)
-        m.born_host = HOST
+        m.born_host = BORN_HOST
         store.put_message(m)
 
 
@@ -89,7 +88,7 @@ def test_replicate_refuses_a_store_that_does_not_continue_the_master(tmp_path, m
     other = MessageStore.open(tmp_path / "other", small_config())
     for i in range(5):
         m = make_msg(900 + i, body_size=321)
-        m.born_host = HOST
+        m.born_host = BORN_HOST
         other.put_message(m)
     other.close()
     before = commitlog_files(tmp_path / "other")
@@ -107,7 +106,7 @@ def test_replicate_bad_arguments_exit_2(tmp_path):
     s.close()
     put_store = MessageStore.open(tmp_path / "s", small_config())
     m = make_msg(1)
-    m.born_host = HOST
+    m.born_host = BORN_HOST
     put_store.put_message(m)
     put_store.close()
     r = rmqtool("replicate", "--master", "127.0.0.1:1", "--store", str(tmp_path / "s"), "--commitlog-file-size", "1024")

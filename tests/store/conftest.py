@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rmqtool.layouts.message import MessageExt
+from rmqtool.layouts.net import Host
 from rmqtool.store.config import StoreConfig
 
 
@@ -15,6 +16,22 @@ def small_config(**kw) -> StoreConfig:
                 max_hash_slot_num=16, max_index_num=32)
     base.update(kw)
     return StoreConfig(**base)
+
+
+def local_config() -> StoreConfig:
+    """LocalBroker's tests (test_local, test_topicdelete): a 64 MiB CommitLog file, 100-unit
+    ConsumeQueue files."""
+    return small_config(mapped_file_size_commit_log=64 * 1024 * 1024, mapped_file_size_consume_queue=100 * 20,
+                        max_hash_slot_num=64, max_index_num=256)
+
+
+# the born host of the replication tests' messages (test_ha, tests/cli/test_replicate)
+BORN_HOST = Host("127.0.0.1", 40000)
+
+
+def commitlog_files(root: Path) -> dict[str, bytes]:
+    """Every CommitLog file of the store at `root` by name: two replicas compare byte for byte."""
+    return {p.name: p.read_bytes() for p in sorted((root / "commitlog").iterdir())}
 
 
 def make_msg(i: int, topic: str = "TopicTest", queue_id: int = 0, body_size: int = 100, **props: str) -> MessageExt:

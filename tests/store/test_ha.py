@@ -18,18 +18,15 @@ import pytest
 from rmqtool.errors import StoreError
 from rmqtool.inspect.layoutconfig import load_layout_config
 from rmqtool.inspect.verify import VerifyState, check_store
-from rmqtool.layouts.net import Host
 from rmqtool.store.ha import HAClient, HAService
 from rmqtool.store.ha.client import wait_until
 from rmqtool.store.messagestore import MessageStore
-from tests.store.conftest import make_msg, small_config
-
-HOST = Host("127.0.0.1", 40000)
+from tests.store.conftest import BORN_HOST, commitlog_files, make_msg, small_config
 
 
 def msg(i: int, **kw):
     m = make_msg(i, queue_id=i % 3, body_size=50 + (i * 37) % 900, **kw)
-    m.born_host = HOST
+    m.born_host = BORN_HOST
     return m
 
 
@@ -39,10 +36,6 @@ def put(store: MessageStore, start: int, n: int, **kw) -> list:
 
 def slave_config(cfg, **kw):
     return dataclasses.replace(cfg, broker_role="SLAVE", **kw)
-
-
-def commitlog_files(root: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((root / "commitlog").iterdir())}
 
 
 def verify_problems(root: Path) -> list:

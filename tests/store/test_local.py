@@ -7,19 +7,14 @@ import pytest
 from rmqtool.errors import InvalidMessage, InvalidTopic
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.properties import broker_order
-from rmqtool.store.config import StoreConfig
 from rmqtool.store.local import LocalBroker, SubscriptionData, select_queue_by_hash
-
-
-def small_config() -> StoreConfig:
-    return StoreConfig(mapped_file_size_commit_log=64 * 1024 * 1024, mapped_file_size_consume_queue=100 * 20,
-                       max_hash_slot_num=64, max_index_num=256)
+from tests.store.conftest import local_config
 
 
 @pytest.fixture
 def broker(tmp_path):
     clock = iter(range(1_700_000_000_000, 1_800_000_000_000, 7)).__next__
-    b = LocalBroker.open(tmp_path, small_config(), clock=clock)
+    b = LocalBroker.open(tmp_path, local_config(), clock=clock)
     yield b
     b.close()
 
@@ -128,7 +123,7 @@ def test_services_run_due_and_plugins(tmp_path):
 
     local.register_service_factory(lambda b: Svc())
     try:
-        b = LocalBroker.open(tmp_path, small_config(), clock=lambda: 5)
+        b = LocalBroker.open(tmp_path, local_config(), clock=lambda: 5)
         assert b.run_due(123) == 2 and 123 in calls
         b.close()
         assert "stop" in calls and b.store.closed
@@ -137,10 +132,10 @@ def test_services_run_due_and_plugins(tmp_path):
 
 
 def test_reopen_keeps_topics_offsets_and_messages(tmp_path):
-    with LocalBroker.open(tmp_path, small_config()) as b:
+    with LocalBroker.open(tmp_path, local_config()) as b:
         r = b.send(MessageExt("T", b"persisted", queue_id=1))
         b.offsets.commit_offset("g", "T", 1, 1)
-    with LocalBroker.open(tmp_path, small_config()) as b:
+    with LocalBroker.open(tmp_path, local_config()) as b:
         assert b.topics.select("T") is not None
         assert b.offsets.query_offset("g", "T", 1) == 1
         got = b.pull("T", 1, 0)
@@ -150,7 +145,7 @@ def test_reopen_keeps_topics_offsets_and_messages(tmp_path):
 
 def test_clean_expired_service_runs_a_minute_after_open_then_every_10s(tmp_path, monkeypatch):
     now = [1_700_000_000_000]
-    b = LocalBroker.open(tmp_path, small_config(), clock=lambda: now[0])
+    b = LocalBroker.open(tmp_path, local_config(), clock=lambda: now[0])
     calls = []
     monkeypatch.setattr(b.store, "clean_expired_files", lambda now_ms=None: calls.append(now_ms) or 1)
     clean = next(s for s in b.services if s.name == "clean-expired")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from rmqtool.layouts.message import MessageExt
 from rmqtool.store import topicdelete
 from rmqtool.store.local import LocalBroker
-from tests.store.test_local import small_config
+from tests.store.conftest import local_config
 
 
 def test_delete_topics_drops_queues_and_a_new_topic_starts_at_zero(tmp_path):
-    with LocalBroker.open(tmp_path, small_config()) as b:
+    with LocalBroker.open(tmp_path, local_config()) as b:
         for i in range(3):
             b.send(MessageExt("TD_Gone", f"m{i}".encode(), queue_id=1))
             b.send(MessageExt("TD_Kept", f"m{i}".encode(), queue_id=0))
@@ -24,7 +24,7 @@ def test_delete_topics_drops_queues_and_a_new_topic_starts_at_zero(tmp_path):
 
 
 def test_unused_topics_and_clean_expired_consume_queues(tmp_path):
-    with LocalBroker.open(tmp_path, small_config()) as b:
+    with LocalBroker.open(tmp_path, local_config()) as b:
         b.send(MessageExt("TD_Known", b"x", queue_id=0))
         b.send(MessageExt("TD_Orphan", b"x", queue_id=0))
         b.topics.delete("TD_Orphan")
@@ -33,7 +33,7 @@ def test_unused_topics_and_clean_expired_consume_queues(tmp_path):
 
 
 def test_group_delete_and_offsets_by_topic(tmp_path):
-    with LocalBroker.open(tmp_path, small_config()) as b:
+    with LocalBroker.open(tmp_path, local_config()) as b:
         b.subscriptions.find("td_group")
         assert b.subscriptions.delete("td_group") and not b.subscriptions.delete("td_group")
         b.offsets.commit_offset("g1", "TD_T", 0, 5)
