@@ -20,7 +20,8 @@ from rmqtool.layouts.message import Blank, decode_record
 from rmqtool.layouts.msgid import decode_offset_msg_id
 
 from .conftest import kill_apache, start_apache, stop_apache
-from .harness import has_module, java_cmd, json_lines, require_java
+from .harness import has_module, json_lines, require_java
+from .java_client_helpers import client
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -28,14 +29,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 CLIENT_SIDE_PROPERTIES = {"MIN_OFFSET", "MAX_OFFSET", "CONSUME_START_TIME"}
 COMPARED = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
             "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes", "tags", "keys"]
-
-
-def client(namesrv: str, home: Path, *args: str, timeout: float = 120) -> list[dict]:
-    p = subprocess.run(java_cmd("ClientSuite", *args, "--namesrv", namesrv, home=home,
-                                props={"rocketmq.client.rebalance.waitInterval": "1000"}),
-                       capture_output=True, timeout=timeout)
-    assert p.returncode == 0, p.stderr.decode(errors="replace")[-3000:] + p.stdout.decode(errors="replace")[-2000:]
-    return json_lines(p.stdout.decode("utf-8"))
 
 
 def read_commitlog_with_rmqtool_codec(commitlog: Path) -> dict[int, dict]:

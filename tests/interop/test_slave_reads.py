@@ -21,7 +21,7 @@ from tests.broker.conftest import Wire
 from tests.cluster_helpers import start_master_and_slave
 
 from .harness import require_java
-from .test_apache_store import client
+from .java_client_helpers import client
 
 pytestmark = pytest.mark.interop
 TOPIC = "SlaveReadT"
