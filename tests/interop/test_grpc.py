@@ -19,7 +19,8 @@ from tests.proxy import test_sdk_dlq as dlq_suite
 from tests.proxy import test_sdk_producer as producer_suite
 from tests.proxy import test_sdk_recall as recall_suite
 from tests.proxy import test_status as status_suite
-from tests.proxy.conftest import Stub
+from tests.proxy.conftest import Stub, wait_for
+from tests.proxy.sdk_helpers import handle_fields, pull_all, send_sdk, set_recall
 
 from .conftest import start_apache, start_apache_proxy, start_rmqtool_serve, stop_rmqtool_serve
 from .harness import APACHE_SECOND_VERSION, java_classpath
@@ -237,8 +238,8 @@ def test_java_sdk_send_normal_fifo_delay(target, tmp_path):
         create_topic(target, topic, queues, mtype)
         receipts = java_sdk(tmp_path, "send", target.grpc, topic, kind, "4")
         assert len(receipts) == 4
-        got = producer_suite.wait_for(lambda t=topic, q=queues: (lambda ms: ms if len(ms) == 4 else None)(
-            producer_suite.pull_all(target.broker, t, q)), timeout=30)
+        got = wait_for(lambda t=topic, q=queues: (lambda ms: ms if len(ms) == 4 else None)(
+            pull_all(target.broker, t, q)), timeout=30)
         assert got, f"{kind}: the four messages did not arrive"
         by_id = {m.properties["UNIQ_KEY"]: m for m in got}
         assert set(by_id) == {r["id"] for r in receipts}
@@ -266,8 +267,8 @@ def transaction_check_back(target, tmp_path: Path, sdk, prefix: str) -> None:
     out = sdk(tmp_path, "transaction", target.grpc, topic, timeout=180)
     assert "checked" in out[-1]["checked"]
     want = {b"committed", b"checked"}
-    got = producer_suite.wait_for(lambda: (lambda ms: ms if {m.body for m in ms} >= want else None)(
-        producer_suite.pull_all(target.broker, topic, 1)), timeout=30)
+    got = wait_for(lambda: (lambda ms: ms if {m.body for m in ms} >= want else None)(
+        pull_all(target.broker, topic, 1)), timeout=30)
     # at least once (both brokers): with transactionTimeOut=1000 a check may race the client's
     # own commit and commit a message twice; a rolled back one never arrives
     assert got and {m.body for m in got} == want, [m.body for m in got]
@@ -308,7 +309,7 @@ def test_java_sdk_push_consumer(target, tmp_path):
 
     topic, group = unique("JSP"), unique("JSPG")
     create_topic(target, topic, 2)
-    consumer_suite.send_sdk(target, topic, [f"push {i}".encode() for i in range(5)])
+    send_sdk(target, topic, [f"push {i}".encode() for i in range(5)])
     out = java_sdk(tmp_path, "push", target.grpc, topic, group, "5", timeout=180)
     assert sorted(out[-1]["bodies"]) == [f"push {i}" for i in range(5)]
 
@@ -336,8 +337,8 @@ def test_node_sdk_send(target, tmp_path):
     topic = unique("NS")
     create_topic(target, topic, 2)
     receipts = node_sdk(tmp_path, "send", target.grpc, topic, "3")
-    got = producer_suite.wait_for(lambda: (lambda ms: ms if len(ms) == 3 else None)(
-        producer_suite.pull_all(target.broker, topic, 2)), timeout=30)
+    got = wait_for(lambda: (lambda ms: ms if len(ms) == 3 else None)(
+        pull_all(target.broker, topic, 2)), timeout=30)
     assert got and {m.properties["UNIQ_KEY"] for m in got} == {r["id"] for r in receipts}
     for m in got:
         i = int(m.properties["seq"])
@@ -349,7 +350,7 @@ def test_node_sdk_simple_consumer(target, tmp_path):
 
     topic, group = unique("NC"), unique("NCG")
     create_topic(target, topic, 1)
-    ids = consumer_suite.send_sdk(target, topic, [b"m0", b"m1", b"m2"])
+    ids = send_sdk(target, topic, [b"m0", b"m1", b"m2"])
     out = node_sdk(tmp_path, "simple", target.grpc, topic, group, "3", timeout=180)
     views = [o for o in out if "body" in o]
     assert sorted(v["id"] for v in views) == sorted(ids)
@@ -369,8 +370,8 @@ def test_node_sdk_fifo(target, tmp_path):
     assert len(receipts) == 6
     for g in (0, 1):
         assert len({r["queue"] for r in receipts if r["i"] % 2 == g}) == 1, receipts
-    got = producer_suite.wait_for(lambda: (lambda ms: ms if len(ms) == 6 else None)(
-        producer_suite.pull_all(target.broker, topic, 4)), timeout=30)
+    got = wait_for(lambda: (lambda ms: ms if len(ms) == 6 else None)(
+        pull_all(target.broker, topic, 4)), timeout=30)
     assert got and {m.properties["UNIQ_KEY"] for m in got} == {r["id"] for r in receipts}
     queue_of = {r["id"]: r["queue"] for r in receipts}
     for m in got:
@@ -394,7 +395,7 @@ def test_node_sdk_push_consumer(target, tmp_path):
 
     topic, group = unique("NP"), unique("NPG")
     create_topic(target, topic, 2)
-    consumer_suite.send_sdk(target, topic, [f"push {i}".encode() for i in range(5)])
+    send_sdk(target, topic, [f"push {i}".encode() for i in range(5)])
     (res,) = node_sdk(tmp_path, "push", target.grpc, topic, group, "5", timeout=180)
     assert res["bodies"] == [f"push {i}" for i in range(5)]
     assert sorted(res["attempts"].values()) == [1, 1, 1, 1, 2], res
@@ -407,16 +408,16 @@ def test_node_sdk_recall(target, tmp_path):
 
     topic = unique("NR")
     create_topic(target, topic, 1, "DELAY")
-    recall_suite.set_recall(target, True)
+    set_recall(target, True)
     out = node_sdk(tmp_path, "recall", target.grpc, topic)
     sent, recalled, again, bad = out
-    assert recall_suite.handle_fields(sent["handle"])[1:5:3] == [topic, sent["sent"]]
+    assert handle_fields(sent["handle"])[1:5:3] == [topic, sent["sent"]]
     assert recalled == {"recalled": {"ok": sent["sent"]}} and again == {"again": {"ok": sent["sent"]}}
     assert "recall handle is invalid" in bad["bad"]["error"] and "50001" in bad["bad"]["error"]
-    kept = producer_suite.wait_for(lambda: producer_suite.pull_all(target.broker, topic, 1), timeout=30)
+    kept = wait_for(lambda: pull_all(target.broker, topic, 1), timeout=30)
     assert [m.body for m in kept] == [b"keep me"]
     time.sleep(9)  # past the recalled message's delivery time (8 s after its send)
-    assert [m.body for m in producer_suite.pull_all(target.broker, topic, 1)] == [b"keep me"]
+    assert [m.body for m in pull_all(target.broker, topic, 1)] == [b"keep me"]
 
 
 def test_java_sdk_answers_thread_stack_and_verify_through_serve(rmqtool_grpc, tmp_path):

@@ -12,38 +12,16 @@ import pytest
 
 from tests.broker.conftest import Wire, props, send_ext
 from tests.proxy.conftest import create_topic, unique, wait_for
+from tests.proxy.sdk_helpers import config, send_sdk
 
 rocketmq = pytest.importorskip("rocketmq")
 from rocketmq import (  # noqa: E402
-    ClientConfiguration,
     ConsumeResult,
-    Credentials,
     FilterExpression,
-    Message,
-    Producer,
     PushConsumer,
     SimpleConsumer,
 )
 from rocketmq.v5.consumer.push.message_listener import MessageListener  # noqa: E402
-
-
-def config(serve) -> ClientConfiguration:
-    return ClientConfiguration(serve.grpc, Credentials())
-
-
-def send_sdk(serve, topic: str, bodies: list[bytes], tag: str = "TagA") -> list[str]:
-    p = Producer(config(serve), (topic,))
-    p.startup()
-    try:
-        ids = []
-        for i, b in enumerate(bodies):
-            m = Message()
-            m.topic, m.body, m.tag, m.keys = topic, b, tag, f"key{i}"
-            m.add_property("seq", str(i))
-            ids.append(p.send(m).message_id)
-        return ids
-    finally:
-        p.shutdown()
 
 
 def simple(serve, group: str, topic: str, await_s: int = 5, expr: str = "*") -> SimpleConsumer:

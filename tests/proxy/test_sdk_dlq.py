@@ -16,7 +16,7 @@ import pytest
 
 from tests.broker.conftest import Wire, decode_records, pull_ext
 from tests.proxy.conftest import create_topic, unique, wait_for
-from tests.proxy.test_sdk_consumer import config, send_sdk
+from tests.proxy.sdk_helpers import config, send_sdk
 
 rocketmq = pytest.importorskip("rocketmq")
 from rocketmq import ConsumeResult, FilterExpression, PushConsumer, SimpleConsumer  # noqa: E402

@@ -11,26 +11,13 @@ import pytest
 from typer.testing import CliRunner
 
 from rmqtool.cli.main import app
-from tests.broker.conftest import Wire, decode_records, pull_ext
 from tests.proxy.conftest import create_topic, unique, wait_for
+from tests.proxy.sdk_helpers import pull_all
 
 rocketmq = pytest.importorskip("rocketmq")
 from rocketmq import ClientConfiguration, Credentials, Message, Producer  # noqa: E402
 from rocketmq.grpc_protocol import TransactionResolution  # noqa: E402
 from rocketmq.v5.producer.producer import TransactionChecker  # noqa: E402
-
-
-def pull_all(broker: str, topic: str, queues: int = 2) -> list:
-    w = Wire(broker)
-    try:
-        out = []
-        for q in range(queues):
-            r = w.request(11, pull_ext(topic, "grpc_check", q, 0))
-            if r.code == 0:
-                out.extend(decode_records(r.body))
-        return out
-    finally:
-        w.close()
 
 
 def producer(serve, topics, checker=None) -> Producer:

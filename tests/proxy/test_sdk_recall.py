@@ -15,26 +15,12 @@ import pytest
 
 from tests.broker.conftest import Wire, props, send_ext
 from tests.proxy.conftest import Stub, create_topic, d, s, unique, wait_for
-from tests.proxy.test_sdk_consumer import config
-from tests.proxy.test_sdk_producer import pull_all
+from tests.proxy.sdk_helpers import config, handle_fields, pull_all, set_recall
 
 rocketmq = pytest.importorskip("rocketmq")
 from rocketmq import Message, Producer  # noqa: E402
 
 INTERNAL = d.INTERNAL_SERVER_ERROR
-
-
-def set_recall(target, on: bool) -> None:
-    w = Wire(target.broker)
-    try:
-        r = w.request(25, {}, f"recallMessageEnable={'true' if on else 'false'}\n".encode())
-        assert r.code == 0, r.remark
-    finally:
-        w.close()
-
-
-def handle_fields(handle: str) -> list[str]:
-    return base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4)).decode().split(" ")
 
 
 def recall_stub(stub: Stub, topic: str, handle: str):
