@@ -176,3 +176,92 @@ def test_no_lower_layer_imports_a_higher_one(package):
 
 def test_every_package_has_a_layer():
     assert {layer(m) for m in MODULES if layer(m)} <= set(ALLOWED)
+
+
+# --- the tests' own modules: a test module imports helpers, never another test module -------------
+#
+# A helper kept in a test module hides where shared code lives, and importing that module runs its
+# module-level code in the importer (an importorskip there skips the importer too). Shared code
+# goes to a helper module: conftest.py or a name ending in _helpers.py, which pytest does not collect.
+#
+# One exception, named here: a module that runs other modules' tests as suites against more targets
+# (test_grpc: tests/proxy's gRPC suites against Apache's proxy too) imports those modules whole and
+# calls nothing of them but their test_ functions.
+
+TESTS = Path(__file__).parent
+SUITE_RUNNERS: dict[str, set[str]] = {
+    "tests.interop.test_grpc": {f"tests.proxy.{m}" for m in (
+        "test_sdk_consumer", "test_sdk_dlq", "test_sdk_producer", "test_sdk_recall", "test_status")},
+}
+
+
+def imported_test_modules(source: str, module: str) -> dict[str, set[str]]:
+    """The `test_*` modules under tests/ that a source text imports, at any depth, each with what
+    the source takes from it: "*" for names imported from it or a plain `import`, else the
+    attributes read off the name it is bound to (`from pkg import test_x as suite`: suite.attr).
+    `module` is the importer's dotted name (tests.cli.test_x), against which relative imports resolve."""
+    package = module.split(".")[:-1]
+    tree = ast.parse(source)
+    found: dict[str, set[str]] = {}
+    bound: dict[str, str] = {}  # local name -> test module imported whole under it
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            pairs = [(a.name, "*") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - (node.level - 1)] + ([base] if base else []))
+            pairs = [(base, "*")]
+            for a in node.names:
+                pairs.append((f"{base}.{a.name}", ""))
+                if a.name.startswith("test_"):
+                    bound[a.asname or a.name] = f"{base}.{a.name}"
+        else:
+            continue
+        for name, use in pairs:
+            parts = name.split(".")
+            if parts[0] == "tests" and any(p.startswith("test_") for p in parts):
+                stop = next(i for i, p in enumerate(parts) if p.startswith("test_"))
+                uses = found.setdefault(".".join(parts[: stop + 1]), set())
+                if use or stop + 1 < len(parts):
+                    uses.add("*")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            found[bound[node.value.id]].add(node.attr)
+    return found
+
+
+def test_module_import_finder_sees_every_form():
+    source = """
+from tests.store.test_ha import HOST
+from tests.proxy import test_sdk_consumer as suite
+from .test_apache_store import client
+from . import harness
+from tests.serve_helpers import READY
+from tests.broker.conftest import Wire
+suite.test_one(1)
+suite.helper(2)
+def f():
+    import tests.cli.test_send_stream
+"""
+    assert imported_test_modules(source, "tests.interop.test_slave_reads") == {
+        "tests.store.test_ha": {"*"}, "tests.proxy.test_sdk_consumer": {"test_one", "helper"},
+        "tests.interop.test_apache_store": {"*"}, "tests.cli.test_send_stream": {"*"}}
+
+
+def test_no_test_module_imports_another():
+    bad = []
+    for p in sorted(TESTS.rglob("test_*.py")):
+        rel = p.relative_to(TESTS.parent).with_suffix("")
+        if "pylib" in rel.parts:  # third-party client packages installed for the interop tests
+            continue
+        module = ".".join(rel.parts)
+        for target, uses in sorted(imported_test_modules(p.read_text(), module).items()):
+            if target == module:
+                continue
+            if target in SUITE_RUNNERS.get(module, ()):
+                uses = {u for u in uses if not u.startswith("test_")}  # a suite's tests, run again
+                if not uses:
+                    continue
+            bad.append(f"{module} -> {target} {sorted(uses)}")
+    assert bad == [], "\n".join(bad)
