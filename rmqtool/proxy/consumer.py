@@ -22,7 +22,7 @@ from typing import Any
 from rmqtool.layouts.message import decode_record
 from rmqtool.proxy.context import ProxyContext, ProxyCore
 from rmqtool.proxy.convert import POP_CK, build_message, duration_ms, timestamp_of
-from rmqtool.proxy.handle import ReceiptHandle
+from rmqtool.proxy.handle import ReceiptHandle, create_handle
 from rmqtool.proxy.pb import definition as d
 from rmqtool.proxy.pb import service as s
 from rmqtool.proxy.status import (
@@ -140,7 +140,7 @@ class ConsumerActivity:
         found = []
         for pm in result.messages:
             m = decode_record(pm.raw, check_crc=False)
-            handle = f"{pm.extra_info} {m.commit_log_offset}"
+            handle = create_handle(pm.extra_info, m.commit_log_offset)
             m.properties[POP_CK] = handle
             m.properties.setdefault(FIRST_POP_TIME, str(result.pop_time))
             m.topic = topic
@@ -238,7 +238,7 @@ class ConsumerActivity:
                 return s.ChangeInvisibleDurationResponse(status=status(
                     Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal"))
             raise
-        handle = f"{c.extra_info} {h.commit_log_offset}"
+        handle = create_handle(c.extra_info, h.commit_log_offset)
         return s.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=handle)
 
     # ------------------------------------------------------------ dead letters

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rmqtool.proxy.handle import ReceiptHandle
+from rmqtool.proxy.handle import ReceiptHandle, create_handle
 from rmqtool.proxy.settings import DEFAULT_CUSTOMIZED_NEXT_MS
 
 log = logging.getLogger("rmqtool.proxy")
@@ -137,7 +137,7 @@ class ReceiptHandleManager:
         except Exception as e:
             log.info("renewing %s of %s failed: %s", h.msg_id, h.group, e)
             return None
-        return f"{c.extra_info} {rh.commit_log_offset}"
+        return create_handle(c.extra_info, rh.commit_log_offset)
 
 
 class _NoGroup:
