@@ -1,6 +1,6 @@
 """The proxy's pure parts, without a server: message mapping both ways (SendMessageActivity,
-GrpcConverter), Guava's consistent hash for message groups, receipt handles, settings merge,
-topic message type checks, and ProxyConfig from broker.conf names."""
+GrpcConverter), Guava's consistent hash for message groups, settings merge, topic message type
+checks, and ProxyConfig from broker.conf names (receipt handles: test_receipt_handle.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from rmqtool.layouts.message import MessageExt  # noqa: E402
 from rmqtool.layouts.net import Host  # noqa: E402
 from rmqtool.proxy.config import ProxyConfig  # noqa: E402
 from rmqtool.proxy.convert import build_message, build_properties, build_sys_flag, check_message_type  # noqa: E402
-from rmqtool.proxy.handle import ReceiptHandle  # noqa: E402
 from rmqtool.proxy.producer import consistent_hash  # noqa: E402
 from rmqtool.proxy.status import ProxyError  # noqa: E402
 from tests.proxy.conftest import d, message  # noqa: E402
@@ -113,18 +112,6 @@ def test_stored_message_as_grpc_message():
     assert (sp.queue_id, sp.queue_offset, sp.delivery_attempt) == (3, 7, 3)
     assert sp.receipt_handle == "0 1 2 3 0 b 0 7 99" and sp.trace_context == "tc"
     assert (sp.dead_letter_queue.topic, sp.dead_letter_queue.message_id) == ("O", "M")
-
-
-def test_receipt_handle_decode():
-    h = ReceiptHandle.decode("10 1700000000000 30000 2 1 broker-a 3 11 4096")
-    assert (h.start_offset, h.retrieve_time, h.invisible_time, h.revive_queue_id, h.topic_type, h.broker_name,
-            h.queue_id, h.offset, h.commit_log_offset) == (10, 1700000000000, 30000, 2, "1", "broker-a", 3, 11, 4096)
-    assert h.real_topic("T", "G") == "%RETRY%G_T"
-    assert ReceiptHandle.decode("10 1 2 3 0 b 4 5").commit_log_offset == -1
-    with pytest.raises(ProxyError):
-        ReceiptHandle.decode("1 2 3")
-    with pytest.raises(ProxyError):
-        ReceiptHandle.decode("a b c d e f g h")
 
 
 def test_proxy_config_from_broker_conf_names():
