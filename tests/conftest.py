@@ -30,6 +30,13 @@ def run_rmqtool(*args: str, input: bytes | str | None = None, timeout: float = 6
                           timeout=timeout, env=rmqtool_env(env), text=isinstance(input, str))
 
 
+def rmqtool_ok(*args: str) -> str:
+    """`rmqtool ARGS` with empty stdin that must exit 0; its stdout (text)."""
+    r = run_rmqtool(*args, input="")
+    assert r.returncode == 0, (args, r.stderr)
+    return r.stdout
+
+
 @pytest.fixture
 def rmq():
     return run_rmqtool

@@ -14,7 +14,7 @@ import stat
 import time
 from pathlib import Path
 
-from tests.conftest import run_rmqtool
+from tests.conftest import rmqtool_ok
 
 
 def _snapshot(root: Path) -> dict[str, tuple[str, int]]:
@@ -35,32 +35,26 @@ def _chmod_tree(root: Path, writable: bool) -> None:
         os.chmod(p, (mode | stat.S_IWUSR) if writable else (mode & ~w))
 
 
-def _ok(*args: str) -> str:
-    r = run_rmqtool(*args, input="")
-    assert r.returncode == 0, (args, r.stderr)
-    return r.stdout
-
-
 def test_consume_no_commit_inspect_verify_change_no_byte(tmp_path):
     store = tmp_path / "store"
-    _ok("send", "--store", str(store), "Ro", "now", "--queue", "0", "--json")
-    _ok("consume", "Ro", "--store", str(store), "--group", "g", "--json")  # consumerOffset.json exists
-    _ok("send", "--store", str(store), "Ro", "again", "--queue", "0", "--json")
-    _ok("send", "--store", str(store), "Ro", "later", "--delay-level", "1", "--json")
+    rmqtool_ok("send", "--store", str(store), "Ro", "now", "--queue", "0", "--json")
+    rmqtool_ok("consume", "Ro", "--store", str(store), "--group", "g", "--json")  # consumerOffset.json exists
+    rmqtool_ok("send", "--store", str(store), "Ro", "again", "--queue", "0", "--json")
+    rmqtool_ok("send", "--store", str(store), "Ro", "later", "--delay-level", "1", "--json")
     (store / "abort").write_bytes(b"")  # as a broker that was killed leaves it
     time.sleep(1.5)  # the delay-level 1 message is due
     _chmod_tree(store, writable=False)
     try:
         before = _snapshot(store)
-        got = [json.loads(line)["body"] for line in _ok("consume", "Ro", "--store", str(store), "--group", "g",
+        got = [json.loads(line)["body"] for line in rmqtool_ok("consume", "Ro", "--store", str(store), "--group", "g",
                                                          "--no-commit", "--json").splitlines()]
         assert got == ["again"]  # the due timer is not delivered by a read-only read
-        first = _ok("consume", "Ro", "--store", str(store), "--read-only", "--from", "first", "--format", "%s")
+        first = rmqtool_ok("consume", "Ro", "--store", str(store), "--read-only", "--from", "first", "--format", "%s")
         assert sorted(first.split()) == ["again", "now"]
-        _ok("inspect", "store", str(store), "--json")
-        _ok("inspect", "commitlog", str(store), "--json")
-        _ok("inspect", "consumequeue", str(store / "consumequeue" / "Ro" / "0"), "--json")
-        _ok("verify", str(store))
+        rmqtool_ok("inspect", "store", str(store), "--json")
+        rmqtool_ok("inspect", "commitlog", str(store), "--json")
+        rmqtool_ok("inspect", "consumequeue", str(store / "consumequeue" / "Ro" / "0"), "--json")
+        rmqtool_ok("verify", str(store))
         assert _snapshot(store) == before
     finally:
         _chmod_tree(store, writable=True)
@@ -68,6 +62,6 @@ def test_consume_no_commit_inspect_verify_change_no_byte(tmp_path):
     deadline = time.monotonic() + 30
     seen: list[str] = []
     while "later" not in seen and time.monotonic() < deadline:
-        seen += [json.loads(line)["body"] for line in _ok("consume", "Ro", "--store", str(store), "--group", "g",
+        seen += [json.loads(line)["body"] for line in rmqtool_ok("consume", "Ro", "--store", str(store), "--group", "g",
                                                            "--json").splitlines()]
     assert "later" in seen and _snapshot(store) != before

@@ -8,21 +8,15 @@ import json
 import shutil
 import time
 
-from tests.conftest import run_rmqtool
+from tests.conftest import rmqtool_ok, run_rmqtool
 
 LEGACY_DELAY_OFFSET = '{\n\t"offsetTable":{1:0\n\t}\n}'
 
 
-def _ok(*args: str) -> str:
-    r = run_rmqtool(*args, input="")
-    assert r.returncode == 0, (args, r.stderr)
-    return r.stdout
-
-
 def test_a_store_without_timer_files_gets_none(tmp_path):
     store = tmp_path / "s"
-    _ok("send", "--store", str(store), "V4", "a", "--json")
-    _ok("send", "--store", str(store), "V4", "d", "--delay-level", "1", "--json")
+    rmqtool_ok("send", "--store", str(store), "V4", "a", "--json")
+    rmqtool_ok("send", "--store", str(store), "V4", "d", "--delay-level", "1", "--json")
     # what a 4.9.7 broker's store has: no timer wheel, delayOffset.json without dataVersion
     shutil.rmtree(store / "timerlog")
     (store / "timerwheel").unlink()
@@ -34,9 +28,9 @@ def test_a_store_without_timer_files_gets_none(tmp_path):
     got: list[str] = []
     deadline = time.monotonic() + 30
     while "d" not in got and time.monotonic() < deadline:  # the delay level is still delivered
-        got += [json.loads(x)["body"] for x in _ok("consume", "V4", "--store", str(store), "--json").splitlines()]
+        got += [json.loads(x)["body"] for x in rmqtool_ok("consume", "V4", "--store", str(store), "--json").splitlines()]
     assert sorted(got) == ["a", "d"]
-    _ok("send", "--store", str(store), "V4", "b", "--json")
+    rmqtool_ok("send", "--store", str(store), "V4", "b", "--json")
     assert not (store / "timerlog").exists() and not (store / "timerwheel").exists()
     assert not (store / "config" / "timercheck").exists()
     text = (store / "config" / "delayOffset.json").read_text()
@@ -47,5 +41,5 @@ def test_a_store_without_timer_files_gets_none(tmp_path):
 
 def test_a_new_store_gets_the_timer_files_of_a_5x_broker(tmp_path):
     store = tmp_path / "s"
-    _ok("send", "--store", str(store), "V5", "a", "--json")
+    rmqtool_ok("send", "--store", str(store), "V5", "a", "--json")
     assert (store / "timerwheel").is_file() and (store / "timerlog").is_dir()
