@@ -86,6 +86,29 @@ class ServeProcess:
         return stop_process(self.proc, sig, timeout)
 
 
+class InProcessServe:
+    """`rmqtool serve` in this process (store and broker.conf under `root`), its event loop on a
+    thread of its own: for tests that patch what serve calls (os.fsync, the disk usage probe) or
+    ask which thread made a call (`thread.ident`). `broker` is its remoting address."""
+
+    def __init__(self, root: Path, conf: str) -> None:
+        from rmqtool.broker.server import Serve, ServeOptions
+
+        (root / "broker.conf").write_text(conf)
+        self.srv = Serve(ServeOptions(store=root / "store", namesrv_port=0, broker_port=0,
+                                      config_file=root / "broker.conf"))
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.broker = str(asyncio.run_coroutine_threadsafe(self.srv.start(), self.loop).result(60).broker)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.srv.close(), self.loop).result(60)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
 class Wire:
     """A remoting connection driven from synchronous test code (its loop runs on a thread).
 

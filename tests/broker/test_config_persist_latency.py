@@ -8,7 +8,6 @@ same loop are answered in well under 100 ms throughout. The files hold every gro
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -17,9 +16,16 @@ import time
 
 import pytest
 
-from rmqtool.broker.server import Serve, ServeOptions
 from rmqtool.store.jsonconfig import read_file
-from tests.broker.conftest import TEST_CONF, ServeProcess, Wire, heartbeat_body, send_ext, sub_data
+from tests.broker.conftest import (
+    TEST_CONF,
+    InProcessServe,
+    ServeProcess,
+    Wire,
+    heartbeat_body,
+    send_ext,
+    sub_data,
+)
 from tests.serve_helpers import rmqtool_env
 
 ATTEMPTS = 3  # a 2-core machine shared with other work can stall any process once in a while
@@ -64,15 +70,9 @@ def test_no_config_write_touches_the_disk_on_the_event_loop(tmp_path, monkeypatc
             return _real(*a, **kw)
 
         monkeypatch.setattr(os, name, recorder)
-    conf = tmp_path / "broker.conf"
-    conf.write_text(TEST_CONF)
-    srv = Serve(ServeOptions(store=tmp_path / "store", namesrv_port=0, broker_port=0, config_file=conf))
-    loop = asyncio.new_event_loop()
-    loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
-    loop_thread.start()
-    info = asyncio.run_coroutine_threadsafe(srv.start(), loop).result(60)
-    loop_ident = loop_thread.ident
-    w = Wire(str(info.broker))
+    serve = InProcessServe(tmp_path, TEST_CONF)
+    loop_ident = serve.thread.ident
+    w = Wire(serve.broker)
     try:
         for i in range(200):  # one at a time: each answer waits for its group's write, off the loop
             group = f"loop_cg_{i}"
@@ -89,10 +89,7 @@ def test_no_config_write_touches_the_disk_on_the_event_loop(tmp_path, monkeypatc
         assert 0 < serial and len(calls) - serial < 100, (serial, len(calls))  # batched: not a write per group
     finally:
         w.close()
-        asyncio.run_coroutine_threadsafe(srv.close(), loop).result(60)
-        loop.call_soon_threadsafe(loop.stop)
-        loop_thread.join(10)
-        loop.close()
+        serve.close()
     groups = read_file(tmp_path / "store" / "config" / "subscriptionGroup.json")["subscriptionGroupTable"]
     assert {f"loop_cg_{i}" for i in range(500)} <= set(groups)
 

@@ -8,15 +8,12 @@ space returns. The same on a real full tmpfs: test_disk_full_tmpfs.py (root).
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import os
-import threading
 import time
 
-from rmqtool.broker.server import Serve, ServeOptions
 from rmqtool.store import cleanup, diskspace
-from tests.broker.conftest import Wire, decode_records, pull_ext, send_ext
+from tests.broker.conftest import InProcessServe, Wire, decode_records, pull_ext, send_ext
 
 CONF = """\
 brokerClusterName=DefaultCluster
@@ -53,14 +50,8 @@ def test_sends_get_rocketmq_errors_on_a_full_disk_and_reads_go_on(tmp_path, monk
     usage = {"ratio": 0.40}
     monkeypatch.setattr(cleanup, "disk_used_ratio", lambda p: usage["ratio"])
     monkeypatch.setattr(diskspace, "disk_used_ratio", lambda p: usage["ratio"])
-    conf = tmp_path / "broker.conf"
-    conf.write_text(CONF)
-    srv = Serve(ServeOptions(store=tmp_path / "store", namesrv_port=0, broker_port=0, config_file=conf))
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    info = asyncio.run_coroutine_threadsafe(srv.start(), loop).result(60)
-    w = Wire(str(info.broker))
+    serve = InProcessServe(tmp_path, CONF)
+    w = Wire(serve.broker)
     acked: list[bytes] = []
 
     def send(i: int):
@@ -102,7 +93,4 @@ def test_sends_get_rocketmq_errors_on_a_full_disk_and_reads_go_on(tmp_path, monk
         assert _pull_all(w, "FullTopic") == acked
     finally:
         w.close()
-        asyncio.run_coroutine_threadsafe(srv.close(), loop).result(60)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+        serve.close()
