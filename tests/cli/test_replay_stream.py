@@ -13,7 +13,7 @@ import pytest
 
 from rmqtool.cli.replaystream import line_batches
 from tests.conftest import rmqtool_env
-from tests.stream_helpers import peak_status_kb, readline
+from tests.stream_helpers import exchange, peak_status_kb, piped_rmqtool
 
 
 def _jsonl(i: int, topic: str = "Stream") -> bytes:
@@ -23,25 +23,15 @@ def _jsonl(i: int, topic: str = "Stream") -> bytes:
 
 def test_each_line_of_an_open_pipe_is_replayed_and_printed_before_eof(tmp_path):
     store = tmp_path / "s"
-    proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "replay", "--jsonl", "-", "--store", str(store), "--json"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=rmqtool_env(None))
-    assert proc.stdin is not None
-    try:
+    with piped_rmqtool(["replay", "--jsonl", "-", "--store", str(store), "--json"], rmqtool_env(None)) as proc:
         for i in range(3):  # the first waits for start-up (creating the store)
-            proc.stdin.write(_jsonl(i))
-            proc.stdin.flush()
-            got = readline(proc, 30)
+            got, _ = exchange(proc, _jsonl(i), 30)
             assert got, f"no result for line {i} while stdin is open"
             row = json.loads(got)
             assert (row["status"], row["originMsgId"]) == ("SEND_OK", f"7F000001{i:024X}")
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
         assert b"3 selected, sent 3, 0 failed" in proc.stderr.read()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     r = subprocess.run([sys.executable, "-m", "rmqtool", "consume", "Stream", "--store", str(store), "--json"],
                        capture_output=True, env=rmqtool_env(None), timeout=60)
     got = [json.loads(x) for x in r.stdout.splitlines()]

@@ -14,34 +14,21 @@ import pytest
 
 from rmqtool.cli.sendstream import batches
 from tests.conftest import rmqtool_env
-from tests.stream_helpers import peak_status_kb, readline
+from tests.stream_helpers import exchange, peak_status_kb, piped_rmqtool
 
 
 @pytest.mark.parametrize("batch", ["1", "256"])
 def test_tail_f_style_input_is_sent_within_a_second_of_each_line(tmp_path, batch):
-    proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "send", "Tail", "--store", str(tmp_path / "s"),
-                             "--batch", batch, "--json"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=rmqtool_env(None))
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(b"first\n")
-        proc.stdin.flush()
-        first = readline(proc, 30)  # start-up: opening (creating) the store
+    with piped_rmqtool(["send", "Tail", "--store", str(tmp_path / "s"), "--batch", batch, "--json"],
+                       rmqtool_env(None)) as proc:
+        first, _ = exchange(proc, b"first\n", 30)  # start-up: opening (creating) the store
         assert json.loads(first)["status"] == "SEND_OK", proc.stderr.read() if not first else first
         for i in range(3):
-            t0 = time.monotonic()
-            proc.stdin.write(f"line {i}\n".encode())
-            proc.stdin.flush()
-            got = readline(proc, 5)
-            took = time.monotonic() - t0
+            got, took = exchange(proc, f"line {i}\n".encode(), 5)
             assert got and json.loads(got)["status"] == "SEND_OK"
             assert took < 1.0, f"line {i} took {took:.2f}s to be sent"
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     r = subprocess.run([sys.executable, "-m", "rmqtool", "consume", "Tail", "--store", str(tmp_path / "s"),
                         "--from", "first", "--format", "%s"], capture_output=True, env=rmqtool_env(None), timeout=60)
     assert sorted(r.stdout.split()) == sorted([b"first", b"line", b"0", b"line", b"1", b"line", b"2"])

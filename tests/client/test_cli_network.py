@@ -121,31 +121,15 @@ def test_consume_timeout_is_idle_time_not_a_deadline(server, unique, rmq):
 
 def test_send_streams_stdin_through_one_producer(server, unique):
     """`tail -f | rmqtool send T --namesrv ...`: each line's result comes within a second."""
-    import subprocess
-    import sys
-
     from tests.conftest import rmqtool_env
-    from tests.stream_helpers import readline
+    from tests.stream_helpers import exchange, piped_rmqtool
 
     topic = unique("Tstream")
-    proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "send", topic, "--namesrv", server.namesrv, "--json"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=rmqtool_env(None))
-    assert proc.stdin is not None
-    try:
-        proc.stdin.write(b"first\n")
-        proc.stdin.flush()
-        first = readline(proc, 60)  # start-up, routes, connections
+    with piped_rmqtool(["send", topic, "--namesrv", server.namesrv, "--json"], rmqtool_env(None)) as proc:
+        first, _ = exchange(proc, b"first\n", 60)  # start-up, routes, connections
         assert first and json.loads(first)["status"] == "SEND_OK", first
         for i in range(3):
-            t0 = time.monotonic()
-            proc.stdin.write(f"s{i}\n".encode())
-            proc.stdin.flush()
-            got = readline(proc, 10)
-            assert got and json.loads(got)["status"] == "SEND_OK" and time.monotonic() - t0 < 1.0
+            got, took = exchange(proc, f"s{i}\n".encode(), 10)
+            assert got and json.loads(got)["status"] == "SEND_OK" and took < 1.0
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
