@@ -6,44 +6,20 @@ properties."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from tests.broker.conftest import Wire, props, send_ext
 from tests.proxy.conftest import create_topic, unique, wait_for
-from tests.proxy.sdk_helpers import config, send_sdk
+from tests.proxy.sdk_helpers import config, receive_all, send_sdk, simple
 
 rocketmq = pytest.importorskip("rocketmq")
 from rocketmq import (  # noqa: E402
     ConsumeResult,
     FilterExpression,
     PushConsumer,
-    SimpleConsumer,
 )
 from rocketmq.v5.consumer.push.message_listener import MessageListener  # noqa: E402
-
-
-def simple(serve, group: str, topic: str, await_s: int = 5, expr: str = "*") -> SimpleConsumer:
-    c = SimpleConsumer(config(serve), group, {topic: FilterExpression(expr)}, await_duration=await_s)
-    c.startup()
-    return c
-
-
-def receive_all(c: SimpleConsumer, want: int, invisible_s: int = 15, timeout: float = 30) -> list:
-    """Receive until `want` messages came. A receive the server refuses is tried again, as an
-    application's loop would: Apache's proxy can see a receive before the client's settings
-    (an INTERNAL_SERVER_ERROR naming the missing settings, its own race)."""
-    got: list = []
-    deadline = time.time() + timeout
-    while len(got) < want and time.time() < deadline:
-        try:
-            got.extend(c.receive(32, invisible_s))
-        except Exception as e:
-            if "settings" not in str(e):
-                raise
-            time.sleep(0.5)
-    return got
 
 
 def test_simple_consumer_receive_ack_change_invisible_redelivery(serve):

@@ -16,10 +16,10 @@ import pytest
 
 from tests.broker.conftest import Wire, decode_records, pull_ext
 from tests.proxy.conftest import create_topic, unique, wait_for
-from tests.proxy.sdk_helpers import config, send_sdk
+from tests.proxy.sdk_helpers import config, receive_all, send_sdk, simple
 
 rocketmq = pytest.importorskip("rocketmq")
-from rocketmq import ConsumeResult, FilterExpression, PushConsumer, SimpleConsumer  # noqa: E402
+from rocketmq import ConsumeResult, FilterExpression, PushConsumer  # noqa: E402
 from rocketmq.v5.consumer.push.message_listener import MessageListener  # noqa: E402
 
 
@@ -74,13 +74,12 @@ def test_push_consumer_forwards_to_dlq_after_max_attempts(serve):
 def test_simple_consumer_message_past_max_attempts_goes_to_dlq(serve):
     topic, group = unique("DS"), create_group(serve, "DlqSimple")
     create_topic(serve, topic, 1)
-    c = SimpleConsumer(config(serve), group, {topic: FilterExpression("*")}, await_duration=5)
-    c.startup()
+    c = simple(serve, group, topic)
     try:
         (mid,) = send_sdk(serve, topic, [b"never acked"])
         attempts = []
-        for _ in range(2):
-            got = wait_for(lambda: c.receive(1, 10), timeout=60, step=0)
+        for _ in range(2):  # the first receive may come before the client's settings: tried again
+            got = receive_all(c, 1, invisible_s=10, timeout=60)
             assert got and got[0].message_id == mid
             attempts.append(got[0].delivery_attempt)
             c.change_invisible_duration(got[0], 1)
