@@ -219,10 +219,10 @@ def build_index_columns(index: IndexService, topics: list[str], store_timestamp:
     Records of one topic that each have a UNIQ_KEY and one KEYS token take
     `IndexService.build_index_usual`; any other mix the per-record tuples of `build_index_batch`.
     With the index built by a second process (indexclient.py, `offloaded`), the appenders' one
-    call point only tells it how far the CommitLog is written.
+    call point hands the columns to it.
     """
     if index.offloaded:
-        index.publish(phys[-1])  # type: ignore[attr-defined]
+        index.put_columns(topics, store_timestamp, phys, uniq_keys, key_texts)  # type: ignore[attr-defined]
         return
     topic = topics[0]
     if (all(uniq_keys) and all(key_texts) and " " not in "\x00".join(key_texts)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ store falls back to indexing in-process (`_fall_back`), with a log line.
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import logging
 import mmap
@@ -22,15 +23,16 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from rmqtool.store.dispatch import build_index_columns
 from rmqtool.store.index import IndexRecord, IndexService
 from rmqtool.store.indexproc import (
     _DONE,
     _FULL_TS,
-    _PUBLISHED,
     _Q,
     _SHM_SIZE,
     CLOSE_TIMEOUT_S,
     LOOKUP_WAIT_S,
+    PENDING_MAX,
     REQUEST_TIMEOUT_S,
     RecordReader,
     catch_up,
@@ -68,18 +70,20 @@ class IndexProcess:
         os.ftruncate(fd, _SHM_SIZE)
         self._shm_fd = fd
         self.shm = mmap.mmap(fd, _SHM_SIZE)
-        _Q.pack_into(self.shm, _PUBLISHED, -1)
+        self.published = -1  # start offset of the newest record handed to the child
+        self._pending: list[IndexRecord] = []  # single puts' keys, sent PENDING_MAX at a time
+        self._send_lock = threading.Lock()  # the pipe: put path and requests
+        self._broken = False
         self.proc: subprocess.Popen[bytes] | None = None
 
     # -- the child ---------------------------------------------------------------------------------
-    def start(self, start: int, *, recover: bool = False) -> None:
+    def start(self, start: int) -> None:
         """Start the child at CommitLog offset `start` (everything before it is indexed)."""
         root = str(Path(__file__).resolve().parents[2])
         env = dict(os.environ)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        args = [sys.executable, "-m", "rmqtool.store.indexproc", str(self.directory), str(self.cl_dir),
-                str(self.file_size), str(self.hash_slot_num), str(self.index_num), str(start), str(self._shm_fd),
-                str(os.getpid()), "1" if recover else "0"]
+        args = [sys.executable, "-m", "rmqtool.store.indexproc", str(self.directory), str(self.hash_slot_num),
+                str(self.index_num), str(start), str(self._shm_fd), str(os.getpid())]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(self._shm_fd,),
                                      env=env, close_fds=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -87,6 +91,10 @@ class IndexProcess:
         self._recv = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
         self.proc.stdin.close()
         self.proc.stdout.close()
+        try:  # room for ~1 s of keys: the put path waits only when the child is that far behind
+            fcntl.fcntl(self._send.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ
+        except OSError:
+            pass
         if not self._recv.poll(_START_TIMEOUT_S):
             self._kill()
             raise IndexProcessError("the index process did not start")
@@ -119,7 +127,9 @@ class IndexProcess:
             if self._send is None or not self.alive():
                 raise IndexProcessError("the index process is not running")
             try:
-                self._send.send(req)
+                with self._send_lock:
+                    self._send_pending()
+                    self._send.send(req)
                 deadline = time.monotonic() + timeout
                 while True:
                     left = deadline - time.monotonic()
@@ -142,6 +152,7 @@ class IndexProcess:
             log.warning("index process %s (%s, exit %s): indexing in-process from now on",
                         self.proc.pid if self.proc else "-", why, code)
             self._kill()
+            self._pending = []  # in the CommitLog: the catch-up below indexes them
             put_lock = self.store.commitlog.put_lock
             if not locked:
                 put_lock.acquire()
@@ -150,7 +161,7 @@ class IndexProcess:
                 reader = RecordReader(self.cl_dir, self.file_size)
                 try:
                     pos = resume_point(service, reader, _Q.unpack_from(self.shm, _DONE)[0])
-                    catch_up(service, reader, pos, _Q.unpack_from(self.shm, _PUBLISHED)[0])
+                    catch_up(service, reader, pos, self.published)
                 finally:
                     reader.close()
                 self._last_full = max(self._last_full, _Q.unpack_from(self.shm, _FULL_TS)[0])
@@ -163,40 +174,64 @@ class IndexProcess:
             return service
 
     # -- the IndexService API ----------------------------------------------------------------------
-    def publish(self, phy_offset: int) -> None:
-        """Records up to the one starting at `phy_offset` are in the CommitLog: the child may index them."""
-        if self.fallback is not None:
+    def _post(self, msg: tuple[Any, ...]) -> None:
+        """Send keys to the child (caller holds `_send_lock`); a broken pipe is left to `_fall_back`."""
+        if self._broken:
             return
-        _Q.pack_into(self.shm, _PUBLISHED, phy_offset)
+        try:
+            self._send.send(msg)
+        except (OSError, ValueError, AttributeError):
+            self._broken = True  # dead: found by the next flush, look-up, expiry or close
+
+    def _send_pending(self) -> None:
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self._post(("b", batch))
+
+    def put_columns(self, topics: list[str], store_timestamp: int, phys: list[int], uniq_keys: list[str | None],
+                    key_texts: list[str | None]) -> None:
+        """`build_index_columns` of one appended batch (the appenders' call point): sent to the child."""
+        if self.fallback is not None:
+            build_index_columns(self.fallback, topics, store_timestamp, phys, uniq_keys, key_texts)
+            return
+        with self._send_lock:
+            self._send_pending()
+            self._post(("u", topics, store_timestamp, phys, uniq_keys, key_texts))
+            self.published = phys[-1]
 
     def build_index(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
                     key_text: str | None, now_ms: int) -> None:
         if self.fallback is not None:
             self.fallback.build_index(topic, phy_offset, store_timestamp, uniq_key, key_text, now_ms)
-        else:
-            _Q.pack_into(self.shm, _PUBLISHED, phy_offset)
+            return
+        with self._send_lock:
+            self._pending.append((topic, phy_offset, store_timestamp, uniq_key, key_text))
+            self.published = phy_offset
+            if len(self._pending) >= PENDING_MAX:
+                self._send_pending()
 
     def build_index_batch(self, records: list[IndexRecord]) -> None:
         if self.fallback is not None:
             self.fallback.build_index_batch(records)
         elif records:
-            _Q.pack_into(self.shm, _PUBLISHED, max(r[1] for r in records))
+            with self._send_lock:
+                self._send_pending()
+                self._post(("b", records))
+                self.published = records[-1][1]
 
     def build_index_usual(self, topic: str, store_timestamp: int, phys: list[int], uniq_keys: list[str],
                           keys: list[str]) -> None:
-        if self.fallback is not None:
-            self.fallback.build_index_usual(topic, store_timestamp, phys, uniq_keys, keys)
-        elif phys:
-            _Q.pack_into(self.shm, _PUBLISHED, phys[-1])
+        self.put_columns([topic] * len(phys), store_timestamp, phys, uniq_keys, keys)  # type: ignore[arg-type]
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
-        """`IndexService.queryOffset` once the child has indexed what was published when asked."""
+        """`IndexService.queryOffset`, answered by the child after everything put before the call.
+
+        No answer within LOOKUP_WAIT_S (a hung child): it is given up and the look-up answered
+        in-process after the fall-back has indexed everything.
+        """
         if self.fallback is None:
-            target = _Q.unpack_from(self.shm, _PUBLISHED)[0]
-            rid = next(self._ids)
             try:
-                return self._ask(("q", rid, topic, key, max_num, begin, end, target,
-                                  time.monotonic() + LOOKUP_WAIT_S), LOOKUP_WAIT_S + REQUEST_TIMEOUT_S)
+                return self._ask(("q", next(self._ids), topic, key, max_num, begin, end), LOOKUP_WAIT_S)
             except IndexProcessError as e:
                 self._fall_back(str(e), locked=False)
         assert self.fallback is not None
@@ -213,7 +248,7 @@ class IndexProcess:
         return self.fallback.delete_expired(commitlog_min)
 
     def indexed_offset(self) -> int:
-        """Every record starting below this offset is indexed (the child's position)."""
+        """Every record starting below this offset is indexed (as the child last reported)."""
         return _Q.unpack_from(self.shm, _DONE)[0]
 
     @property
@@ -234,7 +269,10 @@ class IndexProcess:
         """
         if self.fallback is not None:
             self.fallback.flush()
-        elif not self.alive() and self.proc is not None:
+            return
+        with self._send_lock:
+            self._send_pending()  # single puts' keys wait here at most one flush interval
+        if (self._broken or not self.alive()) and self.proc is not None:
             threading.Thread(target=self._fall_back, args=("exited",), kwargs={"locked": False},
                              name="index-fallback", daemon=True).start()
 

@@ -2,19 +2,20 @@
 
 RocketMQ builds IndexFile keys in `ReputMessageService` with `CommitLogDispatcherBuildIndex`,
 behind the append; here a child process does it on the other core. The put path appends
-CommitLog records and ConsumeQueue units only and publishes the start offset of the newest
-complete record in a shared counter (a memfd both map); the child maps the CommitLog files
-itself (same page cache), reads each record past its position and writes the index files
-with the same `build_index_batch` the in-process path uses, so the files come out byte for byte
-the same. Look-ups, expiry and close go to the child over a pipe, one request at a time: a
-look-up waits until the child has indexed every record published when it was asked (at most
-`LOOKUP_WAIT_S`, then it answers with what is there). The parent holds no writable index
-file while the child runs. If the child dies, the parent notices at its next flush, look-up,
-expiry or close, logs it and falls back to in-process indexing: it opens the index files as
-recovery does after a process crash (`roll_back_past_header`) and indexes what the child had
-not. The child asks the kernel to kill it when the parent dies (PR_SET_PDEATHSIG) and stops at
-EOF on its pipe, so after kill -9 of the parent recovery re-indexes from the index files'
-endPhyOffset as it does today.
+CommitLog records and ConsumeQueue units and hands the index keys its appender already
+gathered (topic, store time, offsets, UNIQ_KEYs, KEYS: what `build_index_columns` takes) to
+the child over a pipe; the child hashes and writes them with the same `build_index_columns`,
+so the files come out byte for byte as in-process. (Reading the keys back out of the mapped
+CommitLog in the child, `RecordReader`, cost 10 us per 1 KiB record against 4 us for the
+index itself, so it is only used to catch up after the child died.) Look-ups, expiry and
+close go down the same pipe, so each is answered once everything put before it is indexed;
+the pipe's size bounds how far the child can lag (a full pipe makes the put wait). The parent
+holds no writable index file while the child runs. If the child dies, the parent notices at
+its next flush, look-up, expiry or close, logs it and falls back to in-process indexing: it
+opens the index files as recovery does after a process crash (`roll_back_past_header`) and
+indexes from the CommitLog what the child had not. The child asks the kernel to kill it when
+the parent dies (PR_SET_PDEATHSIG) and stops at EOF on its pipe, so after kill -9 of the
+parent recovery re-indexes from the index files' endPhyOffset as it does today.
 """
 
 from __future__ import annotations
@@ -29,31 +30,66 @@ import sys
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
+from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
     INDEX_ENTRY_SIZE,
+    MESSAGE_MAGIC_CODE_V2,
+    STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
 from rmqtool.layouts.index import INDEX_ENTRY
-from rmqtool.store.dispatch import request_from_record
+from rmqtool.store.dispatch import build_index_columns
 from rmqtool.store.index import IndexRecord, IndexService, index_key_hashes, record_keys
 
 log = logging.getLogger("rmqtool.store.indexproc")
 
-LOOKUP_WAIT_S = 3.0  # the longest a look-up waits for the child to reach its offset
+LOOKUP_WAIT_S = 5.0  # the longest a look-up (or expiry) waits for the child's answer
+PENDING_MAX = 128  # single puts' keys sent to the child together
 REQUEST_TIMEOUT_S = 10.0  # no answer in this long (past a look-up's wait): the child is taken as dead
 CLOSE_TIMEOUT_S = 120.0  # a clean close waits this long for the child's drain
-CHUNK = 4096  # records per index call: requests and the parent's EOF are looked at between chunks
+CHUNK = 4096  # records per index call when catching up from the CommitLog
 FLUSH_EVERY_S = 0.5  # the child's own index flush (FlushRealTimeService's interval)
 _SHM_SIZE = 64
 _Q = struct.Struct("<q")
-# shared counters: [0] start offset of the newest complete record (-1: none yet), written by the
-# parent; [8] offset below which every record is indexed, [16] endTimestamp of the last full index
-# file the child flushed (the checkpoint's indexMsgTimestamp), written by the child
-_PUBLISHED, _DONE, _FULL_TS = 0, 8, 16
+# counters the child writes in a memfd both map: [0] offset below which every record is indexed,
+# [8] endTimestamp of the last full index file it flushed (the checkpoint's indexMsgTimestamp)
+_DONE, _FULL_TS = 0, 8
+
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp (48 bytes), as dispatch.request_from_record
+_unpack_q = struct.Struct(">q").unpack_from
+_unpack_ii = struct.Struct(">ii").unpack_from
+_unpack_i32 = struct.Struct(">i").unpack_from
+_unpack_i16 = struct.Struct(">h").unpack_from
+_unpack_i8 = struct.Struct(">b").unpack_from
+_UNIQ, _KEYS = "\x02" + P.UNIQ_KEY + "\x01", "\x02" + P.KEYS + "\x01"
+
+
+def _index_properties(text: str) -> tuple[str | None, str | None]:
+    """(UNIQ_KEY, KEYS) of a record's properties, as `decode_properties(text).get(...)` gives them.
+
+    Found with `rfind` (the last of a name wins, as in the map); a value found empty, which the
+    map drops in favour of an earlier one, takes the full decode.
+    """
+    s = "\x02" + text
+    out: list[str | None] = []
+    for name in (_UNIQ, _KEYS):
+        i = s.rfind(name)
+        if i < 0:
+            out.append(None)
+            continue
+        i += len(name)
+        j = s.find("\x02", i)
+        value = s[i:] if j < 0 else s[i:j]
+        if not value:
+            props = P.decode_properties(text)
+            return props.get(P.UNIQ_KEY), props.get(P.KEYS)
+        out.append(value)
+    return out[0], out[1]
 
 
 class RecordReader:
@@ -65,6 +101,7 @@ class RecordReader:
         self._base = -1
         self._mm: mmap.mmap | None = None
         self._mv: memoryview | None = None
+        self._topics: dict[bytes, str] = {}
 
     def _map(self, base: int) -> memoryview | None:
         if self._base != base:
@@ -82,12 +119,15 @@ class RecordReader:
     def records(self, start: int, last: int, limit: int) -> tuple[list[IndexRecord], int]:
         """Index work of the records starting in [start, last], at most `limit`; and where the next starts.
 
-        ROLLBACK halves are left out (`IndexService.buildIndex` is not called for them), as are
-        records without a key (they write nothing). A blank at a file's end moves to the next file.
+        ROLLBACK halves are left out (`IndexService.buildIndex` is not called for them); records
+        without keys stay in, as in the live path (a full file moves on at them). A blank at a
+        file's end moves to the next file.
         """
         out: list[IndexRecord] = []
+        add = out.append
         pos = start
         size = self.file_size
+        topics = self._topics
         while pos <= last and len(out) < limit:
             base = pos - pos % size
             buf = self._map(base)
@@ -97,13 +137,30 @@ class RecordReader:
             if at + 8 > size:
                 pos = base + size
                 continue
-            total, magic = struct.unpack_from(">ii", buf, at)
+            total, magic = _unpack_ii(buf, at)
             if magic == BLANK_MAGIC_CODE or total <= 0:
                 pos = base + size
                 continue
-            req = request_from_record(buf, at, pos, [])
-            if req.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE and (req.uniq_key or req.keys):
-                out.append((req.topic, pos, req.store_timestamp, req.uniq_key, req.keys))
+            sys_flag = _HEAD.unpack_from(buf, at)[7]
+            p = at + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+            store_ts = _unpack_q(buf, p)[0]
+            p += 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
+            p += 16 + _unpack_i32(buf, p + 12)[0]
+            if magic == MESSAGE_MAGIC_CODE_V2:
+                topic_len = _unpack_i16(buf, p)[0]
+                p += 2
+            else:
+                topic_len = _unpack_i8(buf, p)[0]
+                p += 1
+            raw_topic = bytes(buf[p : p + topic_len])
+            topic = topics.get(raw_topic)
+            if topic is None:
+                topic = topics[raw_topic] = str(raw_topic, "utf-8", "replace")
+            p += topic_len
+            props_len = _unpack_i16(buf, p)[0]
+            if sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE:
+                text = str(buf[p + 2 : p + 2 + props_len], "utf-8", "replace")
+                add((topic, pos, store_ts, *_index_properties(text)))
             pos += total
         return out, pos
 
@@ -172,12 +229,26 @@ def resume_point(service: IndexService, reader: RecordReader, start: int) -> int
     return phy + size
 
 
+def index_records(service: IndexService, records: list[IndexRecord]) -> None:
+    """Index records in CommitLog order, each run of one store time with `build_index_columns`
+    (what the live put path calls for one batch): the same files as one `build_index` each."""
+    i, n = 0, len(records)
+    while i < n:
+        ts = records[i][2]
+        j = i + 1
+        while j < n and records[j][2] == ts:
+            j += 1
+        run = records[i:j]
+        build_index_columns(service, [r[0] for r in run], ts, [r[1] for r in run], [r[3] for r in run],
+                            [r[4] for r in run])
+        i = j
+
+
 def catch_up(service: IndexService, reader: RecordReader, pos: int, last: int) -> int:
     """Index every record starting in [pos, last]; returns the offset after the last one read."""
     while pos <= last:
         records, nxt = reader.records(pos, last, CHUNK)
-        if records:
-            service.build_index_batch(records)
+        index_records(service, records)
         if nxt == pos:
             break
         pos = nxt
@@ -195,71 +266,57 @@ def _die_with_parent(parent: int) -> None:
 
 
 def child_main(argv: list[str]) -> None:
-    """`python -m rmqtool.store.indexproc INDEX_DIR COMMITLOG_DIR FILE_SIZE SLOTS NUM START SHM_FD PARENT RECOVER`."""
-    index_dir, cl_dir = Path(argv[0]), Path(argv[1])
-    file_size, slots, num, start, shm_fd, parent = (int(a) for a in argv[2:8])
-    recover = argv[8] == "1"
+    """`python -m rmqtool.store.indexproc INDEX_DIR SLOTS NUM START SHM_FD PARENT`: the loop of the child.
+
+    Messages come in put order on stdin: ("u", topics, storeTimestamp, phys, UNIQ_KEYs, KEYS)
+    for one appended batch (`build_index_columns`), ("b", records) for `IndexRecord`s, and the
+    requests ("q", id, topic, key, maxNum, begin, end), ("d", id, commitLogMin), ("c", id), each
+    answered on stdout once everything sent before it is indexed.
+    """
+    index_dir = Path(argv[0])
+    slots, num, start, shm_fd, parent = (int(a) for a in argv[1:6])
     _die_with_parent(parent)
     shm = mmap.mmap(shm_fd, _SHM_SIZE)
     requests, replies = Connection(0, writable=False), Connection(1, readable=False)
-    reader = RecordReader(cl_dir, file_size)
-    if recover:
-        service = open_after_crash(index_dir, slots, num)
-        pos = resume_point(service, reader, start)
-    else:
-        service = IndexService(index_dir, slots, num)
-        service.load(True, 0)
-        pos = start
-    _Q.pack_into(shm, _DONE, pos)
-    replies.send(("ready", pos))
-    waiting: list[tuple[Any, ...]] = []  # look-ups waiting for their offset
+    service = IndexService(index_dir, slots, num)
+    service.load(True, 0)
+    _Q.pack_into(shm, _DONE, start)
+    replies.send(("ready", start))
     last_flush = time.monotonic()
-    idle = 0.001
+    recv, poll, pack, unpack = requests.recv, requests.poll, _Q.pack_into, _Q.unpack_from
+    full_ts = 0
     while True:
-        published = _Q.unpack_from(shm, _PUBLISHED)[0]
-        if published >= pos:
-            records, nxt = reader.records(pos, published, CHUNK)
-            if records:
-                service.build_index_batch(records)
-            stuck = nxt == pos  # a file not there (yet): try again after a pause
-            pos = nxt
-            _Q.pack_into(shm, _DONE, pos)
-            _Q.pack_into(shm, _FULL_TS, service.last_full_end_timestamp)
-            idle = 0.001
+        if not poll(FLUSH_EVERY_S):
+            msg = None
         else:
-            stuck = False
-        busy = published >= pos and not stuck
-        if waiting:
-            now = time.monotonic()
-            for req in [r for r in waiting if r[7] < pos or r[8] <= now]:
-                waiting.remove(req)
-                replies.send((req[1], service.query_offsets(*req[2:7])))
+            try:
+                msg = recv()
+            except (EOFError, OSError):
+                os._exit(0)  # the parent is gone: write nothing more, recovery takes over
+            kind = msg[0]
+            if kind == "u":
+                build_index_columns(service, msg[1], msg[2], msg[3], msg[4], msg[5])
+                pack(shm, _DONE, msg[3][-1] + 1)
+            elif kind == "b":
+                index_records(service, msg[1])
+                pack(shm, _DONE, msg[1][-1][1] + 1)
+            elif kind == "q":
+                replies.send((msg[1], service.query_offsets(*msg[2:7])))
+            elif kind == "d":
+                replies.send((msg[1], service.delete_expired(msg[2])))
+            elif kind == "c":
+                service.flush()
+                pack(shm, _FULL_TS, service.last_full_end_timestamp)
+                service.close()
+                replies.send((msg[1], unpack(shm, _DONE)[0]))
+                return
+            if service.last_full_end_timestamp != full_ts:  # a file filled: flushed before it moved on
+                full_ts = service.last_full_end_timestamp
+                pack(shm, _FULL_TS, full_ts)
         now = time.monotonic()
-        if now - last_flush >= FLUSH_EVERY_S:
+        if msg is None or now - last_flush >= FLUSH_EVERY_S:
             service.flush()
-            _Q.pack_into(shm, _FULL_TS, service.last_full_end_timestamp)
             last_flush = now
-        if not requests.poll(0 if busy else (0.0005 if waiting else idle)):
-            idle = min(idle * 2, 0.02)
-            continue
-        try:
-            req = requests.recv()
-        except (EOFError, OSError):
-            os._exit(0)  # the parent is gone: write nothing more, recovery takes over
-        kind = req[0]
-        if kind == "q":
-            waiting.append(req)
-        elif kind == "d":
-            replies.send((req[1], service.delete_expired(req[2])))
-        elif kind == "c":
-            pos = catch_up(service, reader, pos, _Q.unpack_from(shm, _PUBLISHED)[0])
-            service.flush()
-            _Q.pack_into(shm, _DONE, pos)
-            _Q.pack_into(shm, _FULL_TS, service.last_full_end_timestamp)
-            service.close()
-            reader.close()
-            replies.send((req[1], pos))
-            return
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rmqtool.store.checkpoint import StoreCheckpoint
 from rmqtool.store.messagestore import MessageStore
@@ -78,6 +80,8 @@ def test_index_files_are_byte_identical_to_in_process_ones(tmp_path):
         assert store.start_index_process()
         assert store.dispatcher.index is store.index and store.index.offloaded
         _fill(store, clock, 30)
+        child = store.index.proc
+    assert store.index.fallback is None and child.returncode == 0  # drained, not given up
     want, got = _index_files(ref), _index_files(tmp_path / "proc")
     assert len(want) > 3
     assert got == want
@@ -93,7 +97,8 @@ def test_a_look_up_sees_every_acknowledged_put(tmp_path):
             assert all(r.ok for r in store.put_messages([make_msg(j) for j in range(i, i + 40)]))
             assert [m.uniq_key for m in store.query_message("TopicTest", f"key{i + 39}")] == [f"UNIQ{i + 39:08d}"]
             assert [m.uniq_key for m in store.query_message("TopicTest", f"UNIQ{i:08d}")] == [f"UNIQ{i:08d}"]
-        assert store.index.indexed_offset() == store.commitlog.max_offset
+        assert store.index.indexed_offset() == store.index.published + 1 > 0
+        assert store.index.fallback is None
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.002, 0.01, 0.03, 0.1])
@@ -145,6 +150,7 @@ def test_expiry_goes_through_the_child(tmp_path):
         assert sorted(os.listdir(tmp_path / "s" / "index")) == before[-1:]
         _fill(store, clock, 2, 10_000)  # the child goes on after the files it had open went
         assert [m.uniq_key for m in store.query_message("TopicTest", "key10000")] == ["UNIQ00010000"]
+        assert store.index.fallback is None
 
 
 def test_not_started_without_an_index_or_read_only(tmp_path):
@@ -193,3 +199,16 @@ def test_parent_killed_loses_no_acknowledged_key(tmp_path):
         for i in range(acked):
             assert [m.uniq_key for m in store.query_message("TopicTest", f"UNIQ{i:08d}", 4, 0, 2**62)] == [
                 f"UNIQ{i:08d}"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["UNIQ_KEY", "KEYS", "TAGS", "K", "UNIQ_KEYS", "xKEYS"]),
+                          st.text(alphabet="ab \x01", max_size=4)), max_size=6))
+def test_child_reads_keys_as_the_property_map_does(pairs):
+    from rmqtool.layouts import properties as P
+    from rmqtool.store.indexproc import _index_properties
+
+    text = "".join(f"{n}\x01{v}\x02" for n, v in pairs)
+    for t in (text, text[:-1]):
+        props = P.decode_properties(t)
+        assert _index_properties(t) == (props.get("UNIQ_KEY"), props.get("KEYS"))
