@@ -144,19 +144,25 @@ class IndexProcess:
                 raise IndexProcessError(f"the index process is gone ({e})") from None
 
     def _fall_back(self, why: str, *, locked: bool) -> IndexService:
-        """Index in-process from where the child stopped (caller holds the put lock if `locked`)."""
-        with self._fallback_lock:
-            if self.fallback is not None:
-                return self.fallback
-            code = self.proc.returncode if self.proc is not None else None
-            log.warning("index process %s (%s, exit %s): indexing in-process from now on",
-                        self.proc.pid if self.proc else "-", why, code)
-            self._kill()
-            self._pending = []  # in the CommitLog: the catch-up below indexes them
-            put_lock = self.store.commitlog.put_lock
-            if not locked:
-                put_lock.acquire()
-            try:
+        """Index in-process from where the child stopped (caller holds the put lock if `locked`).
+
+        The put lock is taken before `_fallback_lock`, as cleanup (which calls `delete_expired`
+        holding it) does, so two threads giving the child up cannot deadlock.
+        """
+        if self.fallback is not None:
+            return self.fallback
+        put_lock = self.store.commitlog.put_lock
+        if not locked:
+            put_lock.acquire()
+        try:
+            with self._fallback_lock:
+                if self.fallback is not None:
+                    return self.fallback
+                code = self.proc.returncode if self.proc is not None else None
+                log.warning("index process %s (%s, exit %s): indexing in-process from now on",
+                            self.proc.pid if self.proc else "-", why, code)
+                self._kill()
+                self._pending = []  # in the CommitLog: the catch-up below indexes them
                 service = open_after_crash(self.directory, self.hash_slot_num, self.index_num)
                 reader = RecordReader(self.cl_dir, self.file_size)
                 try:
@@ -168,10 +174,10 @@ class IndexProcess:
                 self.fallback = service
                 if self.store.dispatcher.index is self:
                     self.store.dispatcher.index = service
-            finally:
-                if not locked:
-                    put_lock.release()
-            return service
+                return service
+        finally:
+            if not locked:
+                put_lock.release()
 
     # -- the IndexService API ----------------------------------------------------------------------
     def _post(self, msg: tuple[Any, ...]) -> None:

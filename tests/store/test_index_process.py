@@ -212,3 +212,27 @@ def test_child_reads_keys_as_the_property_map_does(pairs):
     for t in (text, text[:-1]):
         props = P.decode_properties(t)
         assert _index_properties(t) == (props.get("UNIQ_KEY"), props.get("KEYS"))
+
+
+def _fill_delete(store: MessageStore, clock: Clock) -> None:
+    from rmqtool.store.topicdelete import delete_topics
+
+    nxt = _fill(store, clock, 6)
+    assert delete_topics(store, ["Other"]) == 3
+    _fill(store, clock, 6, nxt)
+
+
+def test_topic_delete_and_reopen_keep_the_same_index(tmp_path):
+    cfg = small_config(max_hash_slot_num=64, max_index_num=256)
+    clock = Clock()
+    with MessageStore.open(tmp_path / "inproc", cfg, clock=clock) as store:
+        _fill_delete(store, clock)
+    clock = Clock()
+    with MessageStore.open(tmp_path / "proc", cfg, clock=clock) as store:
+        assert store.start_index_process()
+        _fill_delete(store, clock)
+        assert store.index.fallback is None
+    assert _index_files(tmp_path / "proc") == _index_files(tmp_path / "inproc")
+    with MessageStore.open(tmp_path / "proc", cfg, clock=clock) as store:  # a clean close: nothing re-indexed
+        assert store.start_index_process()
+        assert [m.uniq_key for m in store.query_message("TopicTest", "UNIQ00000001", 4, 0, 2**62)] == ["UNIQ00000001"]
