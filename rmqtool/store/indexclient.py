@@ -15,6 +15,9 @@ import itertools
 import logging
 import mmap
 import os
+import pickle
+import select
+import struct
 import subprocess
 import sys
 import threading
@@ -42,6 +45,9 @@ from rmqtool.store.indexproc import (
 
 log = logging.getLogger("rmqtool.store.indexproc")
 _START_TIMEOUT_S = 30.0
+PIPE_SIZE = 1 << 20  # bytes of keys the child may be behind before a put waits
+SEND_TIMEOUT_S = 30.0  # a put waits this long for room in a full pipe, then the child is given up
+_FRAME = struct.Struct("!i")  # multiprocessing.connection's length prefix
 
 
 class IndexProcessError(Exception):
@@ -92,9 +98,10 @@ class IndexProcess:
         self.proc.stdin.close()
         self.proc.stdout.close()
         try:  # room for ~1 s of keys: the put path waits only when the child is that far behind
-            fcntl.fcntl(self._send.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ
+            fcntl.fcntl(self._send.fileno(), 1031, PIPE_SIZE)  # F_SETPIPE_SZ
         except OSError:
             pass
+        os.set_blocking(self._send.fileno(), False)  # a child that stops reading must not hang the put path
         if not self._recv.poll(_START_TIMEOUT_S):
             self._kill()
             raise IndexProcessError("the index process did not start")
@@ -129,7 +136,7 @@ class IndexProcess:
             try:
                 with self._send_lock:
                     self._send_pending()
-                    self._send.send(req)
+                    self._write(req)
                 deadline = time.monotonic() + timeout
                 while True:
                     left = deadline - time.monotonic()
@@ -185,9 +192,30 @@ class IndexProcess:
         if self._broken:
             return
         try:
-            self._send.send(msg)
-        except (OSError, ValueError, AttributeError):
-            self._broken = True  # dead: found by the next flush, look-up, expiry or close
+            self._write(msg)
+        except (OSError, ValueError, AttributeError, IndexProcessError) as e:
+            self._broken = True  # given up at the next flush, look-up, expiry or close
+            if isinstance(e, IndexProcessError) and self.alive():
+                assert self.proc is not None
+                self.proc.kill()  # it stopped reading: it must not write the files any more
+
+    def _write(self, msg: tuple[Any, ...]) -> None:
+        """One message in `Connection`'s framing on the non-blocking pipe, waiting at most
+        SEND_TIMEOUT_S for room (a full pipe: the child is that far behind, or stopped)."""
+        data = pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_FRAME.pack(len(data)) + data)
+        fd = self._send.fileno()
+        deadline = 0.0
+        while view:
+            try:
+                view = view[os.write(fd, view):]
+            except BlockingIOError:
+                now = time.monotonic()
+                if not deadline:
+                    deadline = now + SEND_TIMEOUT_S
+                elif now > deadline:
+                    raise IndexProcessError("the index process takes no more keys") from None
+                select.select([], [fd], [], 0.05)
 
     def _send_pending(self) -> None:
         if self._pending:

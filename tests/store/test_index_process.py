@@ -236,3 +236,22 @@ def test_topic_delete_and_reopen_keep_the_same_index(tmp_path):
     with MessageStore.open(tmp_path / "proc", cfg, clock=clock) as store:  # a clean close: nothing re-indexed
         assert store.start_index_process()
         assert [m.uniq_key for m in store.query_message("TopicTest", "UNIQ00000001", 4, 0, 2**62)] == ["UNIQ00000001"]
+
+
+def test_a_stopped_child_does_not_hang_the_put_path(tmp_path, monkeypatch):
+    from rmqtool.store import indexclient
+
+    monkeypatch.setattr(indexclient, "SEND_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(indexclient, "PIPE_SIZE", 4096)
+    clock = Clock()
+    cfg = small_config(max_hash_slot_num=256, max_index_num=1 << 14, mapped_file_size_commit_log=1 << 22)
+    with MessageStore.open(tmp_path / "s", cfg, clock=clock) as store:
+        assert store.start_index_process()
+        store.index.proc.send_signal(signal.SIGSTOP)  # alive, reading nothing: the pipe fills
+        t = time.monotonic()
+        nxt = _fill(store, clock, 40)
+        assert time.monotonic() - t < 60 and store.index._broken
+        last = nxt - 2  # on TopicTest, with one KEYS token (see _messages)
+        assert [m.uniq_key for m in store.query_message("TopicTest", f"key{last}", 4, 0, 2**62)] == [
+            f"UNIQ{last:08d}"]
+        assert store.index.fallback is not None
