@@ -85,13 +85,15 @@ class IndexProcess:
     # -- the child ---------------------------------------------------------------------------------
     def start(self, start: int) -> None:
         """Start the child at CommitLog offset `start` (everything before it is indexed)."""
+        # this rmqtool's own directory first: `-m` would put the working directory, which may hold
+        # another checkout, ahead of it
         root = str(Path(__file__).resolve().parents[2])
-        env = dict(os.environ)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        args = [sys.executable, "-m", "rmqtool.store.indexproc", str(self.directory), str(self.hash_slot_num),
+        code = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+                "from rmqtool.store.indexproc import child_main; child_main(sys.argv[1:])")
+        args = [sys.executable, "-c", code, root, str(self.directory), str(self.hash_slot_num),
                 str(self.index_num), str(start), str(self._shm_fd), str(os.getpid())]
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(self._shm_fd,),
-                                     env=env, close_fds=True)
+                                     close_fds=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._send = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
         self._recv = Connection(os.dup(self.proc.stdout.fileno()), writable=False)

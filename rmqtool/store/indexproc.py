@@ -266,7 +266,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def child_main(argv: list[str]) -> None:
-    """`python -m rmqtool.store.indexproc INDEX_DIR SLOTS NUM START SHM_FD PARENT`: the loop of the child.
+    """The loop of the child (argv: INDEX_DIR SLOTS NUM START SHM_FD PARENT; indexclient.IndexProcess.start).
 
     Messages come in put order on stdin: ("u", topics, storeTimestamp, phys, UNIQ_KEYs, KEYS)
     for one appended batch (`build_index_columns`), ("b", records) for `IndexRecord`s, and the

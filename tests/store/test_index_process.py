@@ -255,3 +255,15 @@ def test_a_stopped_child_does_not_hang_the_put_path(tmp_path, monkeypatch):
         assert [m.uniq_key for m in store.query_message("TopicTest", f"key{last}", 4, 0, 2**62)] == [
             f"UNIQ{last:08d}"]
         assert store.index.fallback is not None
+
+
+def test_the_child_runs_this_checkout_whatever_the_working_directory(tmp_path, monkeypatch):
+    other = tmp_path / "elsewhere" / "rmqtool"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("raise ImportError('another checkout')\n")
+    monkeypatch.chdir(other.parent)
+    with MessageStore.open(tmp_path / "s", small_config()) as store:
+        assert store.start_index_process()
+        store.put_message(make_msg(3))
+        assert [m.uniq_key for m in store.query_message("TopicTest", "key3")] == ["UNIQ00000003"]
+        assert store.index.fallback is None
