@@ -250,7 +250,9 @@ class MessageStore(PutPath):
         The put path then appends CommitLog records and ConsumeQueue units only and the child
         builds the same index files on the other core, as ReputMessageService does behind the
         append. False (indexing stays in-process) without an index, read-only, where memfd is
-        missing, or when the child does not start.
+        missing, or when the child does not start. Call it from a thread that lives as long as
+        the store: the kernel kills the child when the thread that started it ends
+        (PR_SET_PDEATHSIG), which the store then handles as a dead child (in-process from then on).
         """
         from rmqtool.store.indexclient import IndexProcess, IndexProcessError
 
