@@ -267,3 +267,21 @@ def test_the_child_runs_this_checkout_whatever_the_working_directory(tmp_path, m
         store.put_message(make_msg(3))
         assert [m.uniq_key for m in store.query_message("TopicTest", "key3")] == ["UNIQ00000003"]
         assert store.index.fallback is None
+
+
+def test_cleanup_deletes_the_index_files_of_deleted_commitlog_files_through_the_child(tmp_path):
+    cfg = small_config(file_reserved_time=1, delete_when="99", delete_file_batch_max=3, max_hash_slot_num=16,
+                       max_index_num=64)
+    counts = []
+    for mode in ("inproc", "proc"):
+        with MessageStore.open(tmp_path / mode, cfg, clock=Clock()) as store:
+            assert mode == "inproc" or store.start_index_process()
+            for i in range(120):
+                store.put_message(make_msg(i, body_size=2000))
+            assert store.query_message("TopicTest", "key119", 1, 0, 2**62)  # the child has caught up
+            before = len(os.listdir(tmp_path / mode / "index"))
+            assert store.clean_expired_files(disk_usage=lambda p: 0.88) == 3
+            counts.append((before, len(os.listdir(tmp_path / mode / "index"))))
+            assert store.index.offloaded == (mode == "proc")
+            assert mode == "inproc" or store.index.fallback is None
+    assert counts[0] == counts[1] and counts[0][1] < counts[0][0]
