@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -187,6 +188,9 @@ class Serve:
         loop = asyncio.get_running_loop()
         try:
             self.local = await loop.run_in_executor(None, lambda: LocalBroker.open(cfg.store_path_root_dir, cfg))
+            if os.environ.get("RMQTOOL_INDEX_PROCESS") == "1":  # the index in a second process: off by default
+                # on this loop's thread: the child is killed with the thread that started it (PDEATHSIG)
+                self.local.store.start_index_process()
         except BaseException:
             await self.close_servers()
             raise

@@ -114,7 +114,11 @@ def request_from_record(buf: memoryview, pos: int, commit_log_offset: int, delay
 
 
 class Dispatcher:
-    """Builds ConsumeQueue units and index entries, then tells the listeners."""
+    """Builds ConsumeQueue units and index entries, then tells the listeners.
+
+    `index` is the store's IndexService, None without an index, or the index process's stand-in
+    (indexclient.IndexProcess) whose build calls only publish the CommitLog offset.
+    """
 
     def __init__(self, cqs: ConsumeQueueStore, index: IndexService | None, clock: Callable[[], int]) -> None:
         self.cqs = cqs
@@ -214,7 +218,12 @@ def build_index_columns(index: IndexService, topics: list[str], store_timestamp:
 
     Records of one topic that each have a UNIQ_KEY and one KEYS token take
     `IndexService.build_index_usual`; any other mix the per-record tuples of `build_index_batch`.
+    With the index built by a second process (indexclient.py, `offloaded`), the appenders' one
+    call point hands the columns to it.
     """
+    if index.offloaded:
+        index.put_columns(topics, store_timestamp, phys, uniq_keys, key_texts)  # type: ignore[attr-defined]
+        return
     topic = topics[0]
     if (all(uniq_keys) and all(key_texts) and " " not in "\x00".join(key_texts)  # type: ignore[arg-type]
             and topics.count(topic) == len(topics)):

@@ -357,6 +357,8 @@ class IndexFile:
 class IndexService:
     """The index files of a store, oldest first; the last one takes new keys."""
 
+    offloaded = False  # built here (indexclient.IndexProcess: by a second process)
+
     def __init__(self, directory: Path, hash_slot_num: int, index_num: int, *, read_only: bool = False) -> None:
         self.directory = directory
         self.hash_slot_num = hash_slot_num

@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
+import os
 import struct
 import threading
 import time
@@ -243,6 +244,36 @@ class MessageStore(PutPath):
                 return True
         return False
 
+    def start_index_process(self) -> bool:
+        """Build the index in a second process from now on (indexproc.py); opt-in, off by default.
+
+        The put path then appends CommitLog records and ConsumeQueue units only and the child
+        builds the same index files on the other core, as ReputMessageService does behind the
+        append. False (indexing stays in-process) without an index, read-only, where memfd is
+        missing, or when the child does not start. Call it from a thread that lives as long as
+        the store: the kernel kills the child when the thread that started it ends
+        (PR_SET_PDEATHSIG), which the store then handles as a dead child (in-process from then on).
+        """
+        from rmqtool.store.indexclient import IndexProcess, IndexProcessError
+
+        index = self.index
+        if index is None or self.read_only or self.closed or index.offloaded or not hasattr(os, "memfd_create"):
+            return False
+        with self.commitlog.put_lock:
+            proc = IndexProcess(self)
+            try:
+                index.flush()
+                proc.start(self.commitlog.max_offset)
+            except (IndexProcessError, OSError) as e:
+                log.warning("index process not started (%s): indexing in-process", e)
+                proc.discard()
+                return False
+            last_full = index.last_full_end_timestamp
+            index.close()  # the child writes the files from now on
+            self.index = self.dispatcher.index = self.cleaner.index = proc  # type: ignore[assignment]
+            proc._last_full = last_full
+        return True
+
     def close(self) -> None:
         """Clean shutdown: flush everything, write the checkpoint, remove `abort`, release `lock`."""
         if self.closed:
@@ -251,6 +282,8 @@ class MessageStore(PutPath):
             self.closed = True
         if self.flush_service is not None:
             self.flush_service.stop()
+        if self.index is not None and self.index.offloaded:
+            self.index.drain()  # type: ignore[attr-defined]
         if not self.read_only:
             self._flush_commitlog()
             self._flush_logics()

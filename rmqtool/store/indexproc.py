@@ -1,0 +1,323 @@
+"""Index entries built in a second process behind the append (opt-in: `MessageStore.start_index_process`).
+
+RocketMQ builds IndexFile keys in `ReputMessageService` with `CommitLogDispatcherBuildIndex`,
+behind the append; here a child process does it on the other core. The put path appends
+CommitLog records and ConsumeQueue units and hands the index keys its appender already
+gathered (topic, store time, offsets, UNIQ_KEYs, KEYS: what `build_index_columns` takes) to
+the child over a pipe; the child hashes and writes them with the same `build_index_columns`,
+so the files come out byte for byte as in-process. (Reading the keys back out of the mapped
+CommitLog in the child, `RecordReader`, cost 10 us per 1 KiB record against 4 us for the
+index itself, so it is only used to catch up after the child died.) Look-ups, expiry and
+close go down the same pipe, so each is answered once everything put before it is indexed;
+the pipe's size bounds how far the child can lag (a full pipe makes the put wait). The parent
+holds no writable index file while the child runs. If the child dies, the parent notices at
+its next flush, look-up, expiry or close, logs it and falls back to in-process indexing: it
+opens the index files as recovery does after a process crash (`roll_back_past_header`) and
+indexes from the CommitLog what the child had not. The child asks the kernel to kill it when
+the parent dies (PR_SET_PDEATHSIG) and stops at EOF on its pipe, so after kill -9 of the
+parent recovery re-indexes from the index files' endPhyOffset as it does today.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import mmap
+import os
+import signal
+import struct
+import sys
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from rmqtool.layouts import properties as P
+from rmqtool.layouts.constants import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_V6_FLAG,
+    INDEX_ENTRY_SIZE,
+    MESSAGE_MAGIC_CODE_V2,
+    STOREHOSTADDRESS_V6_FLAG,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+)
+from rmqtool.layouts.index import INDEX_ENTRY
+from rmqtool.store.dispatch import build_index_columns
+from rmqtool.store.index import IndexRecord, IndexService, index_key_hashes, record_keys
+
+log = logging.getLogger("rmqtool.store.indexproc")
+
+LOOKUP_WAIT_S = 5.0  # the longest a look-up (or expiry) waits for the child's answer
+PENDING_MAX = 128  # single puts' keys sent to the child together
+REQUEST_TIMEOUT_S = 10.0  # no answer in this long (past a look-up's wait): the child is taken as dead
+CLOSE_TIMEOUT_S = 120.0  # a clean close waits this long for the child's drain
+CHUNK = 4096  # records per index call when catching up from the CommitLog
+FLUSH_EVERY_S = 0.5  # the child's own index flush (FlushRealTimeService's interval)
+_SHM_SIZE = 64
+_Q = struct.Struct("<q")
+# counters the child writes in a memfd both map: [0] offset below which every record is indexed,
+# [8] endTimestamp of the last full index file it flushed (the checkpoint's indexMsgTimestamp)
+_DONE, _FULL_TS = 0, 8
+
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp (48 bytes), as dispatch.request_from_record
+_unpack_q = struct.Struct(">q").unpack_from
+_unpack_ii = struct.Struct(">ii").unpack_from
+_unpack_i32 = struct.Struct(">i").unpack_from
+_unpack_i16 = struct.Struct(">h").unpack_from
+_unpack_i8 = struct.Struct(">b").unpack_from
+_UNIQ, _KEYS = "\x02" + P.UNIQ_KEY + "\x01", "\x02" + P.KEYS + "\x01"
+
+
+def _index_properties(text: str) -> tuple[str | None, str | None]:
+    """(UNIQ_KEY, KEYS) of a record's properties, as `decode_properties(text).get(...)` gives them.
+
+    Found with `rfind` (the last of a name wins, as in the map); a value found empty, which the
+    map drops in favour of an earlier one, takes the full decode.
+    """
+    s = "\x02" + text
+    out: list[str | None] = []
+    for name in (_UNIQ, _KEYS):
+        i = s.rfind(name)
+        if i < 0:
+            out.append(None)
+            continue
+        i += len(name)
+        j = s.find("\x02", i)
+        value = s[i:] if j < 0 else s[i:j]
+        if not value:
+            props = P.decode_properties(text)
+            return props.get(P.UNIQ_KEY), props.get(P.KEYS)
+        out.append(value)
+    return out[0], out[1]
+
+
+class RecordReader:
+    """Reads the records of a CommitLog directory through read-only mappings of its files."""
+
+    def __init__(self, directory: Path, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self._base = -1
+        self._mm: mmap.mmap | None = None
+        self._mv: memoryview | None = None
+        self._topics: dict[bytes, str] = {}
+
+    def _map(self, base: int) -> memoryview | None:
+        if self._base != base:
+            self.close()
+            path = self.directory / f"{base:020d}"
+            try:
+                with open(path, "rb") as f:
+                    self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                return None
+            self._base = base
+            self._mv = memoryview(self._mm)
+        return self._mv
+
+    def records(self, start: int, last: int, limit: int) -> tuple[list[IndexRecord], int]:
+        """Index work of the records starting in [start, last], at most `limit`; and where the next starts.
+
+        ROLLBACK halves are left out (`IndexService.buildIndex` is not called for them); records
+        without keys stay in, as in the live path (a full file moves on at them). A blank at a
+        file's end moves to the next file.
+        """
+        out: list[IndexRecord] = []
+        add = out.append
+        pos = start
+        size = self.file_size
+        topics = self._topics
+        while pos <= last and len(out) < limit:
+            base = pos - pos % size
+            buf = self._map(base)
+            if buf is None:
+                break
+            at = pos - base
+            if at + 8 > size:
+                pos = base + size
+                continue
+            total, magic = _unpack_ii(buf, at)
+            if magic == BLANK_MAGIC_CODE or total <= 0:
+                pos = base + size
+                continue
+            sys_flag = _HEAD.unpack_from(buf, at)[7]
+            p = at + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+            store_ts = _unpack_q(buf, p)[0]
+            p += 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
+            p += 16 + _unpack_i32(buf, p + 12)[0]
+            if magic == MESSAGE_MAGIC_CODE_V2:
+                topic_len = _unpack_i16(buf, p)[0]
+                p += 2
+            else:
+                topic_len = _unpack_i8(buf, p)[0]
+                p += 1
+            raw_topic = bytes(buf[p : p + topic_len])
+            topic = topics.get(raw_topic)
+            if topic is None:
+                topic = topics[raw_topic] = str(raw_topic, "utf-8", "replace")
+            p += topic_len
+            props_len = _unpack_i16(buf, p)[0]
+            if sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE:
+                text = str(buf[p + 2 : p + 2 + props_len], "utf-8", "replace")
+                add((topic, pos, store_ts, *_index_properties(text)))
+            pos += total
+        return out, pos
+
+    def record_size(self, offset: int) -> int:
+        base = offset - offset % self.file_size
+        buf = self._map(base)
+        at = offset - base
+        if buf is None or at + 8 > self.file_size:
+            return 0
+        total, magic = struct.unpack_from(">ii", buf, at)
+        return 0 if magic == BLANK_MAGIC_CODE else max(total, 0)
+
+    def close(self) -> None:
+        if self._mv is not None:
+            self._mv.release()
+            self._mv = None
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+            self._base = -1
+
+
+def open_after_crash(directory: Path, hash_slot_num: int, index_num: int) -> IndexService:
+    """The index files as a writer left them when it died with the page cache intact (rolled back)."""
+    service = IndexService(directory, hash_slot_num, index_num)
+    service.load(False, 0, page_cache_intact=True)
+    return service
+
+
+def resume_point(service: IndexService, reader: RecordReader, start: int) -> int:
+    """Where indexing goes on after a writer died (rolled back by `open_after_crash`).
+
+    Past the last file's endPhyOffset, the last record whose keys are all in. A last file left
+    empty by the roll-back is set back to how it was created (its times and offsets those of the
+    full file before it); the record the full file ended in may have had keys left over for
+    it, which are put there, as `build_batch` does when a file fills in the middle of a record.
+    `start` (the child's last reported position) when the index holds nothing.
+    """
+    if not service.files:
+        return start
+    last = service.files[-1]
+    if last.index_count > 1:
+        end_phy = last.end_phy_offset
+        size = reader.record_size(end_phy)
+        return end_phy + size if size else start
+    if len(service.files) == 1:
+        return start
+    prev = service.files[-2]
+    last.begin_timestamp = last.end_timestamp = prev.end_timestamp
+    last.begin_phy_offset = last.end_phy_offset = phy = prev.end_phy_offset
+    last.flush_header()
+    size = reader.record_size(phy)
+    if not size:
+        return start
+    records, _ = reader.records(phy, phy, 1)
+    if records:
+        topic, _phy, ts, uniq_key, key_text = records[0]
+        keys = record_keys(uniq_key, key_text)
+        mm, base, done = prev.mm, prev.entries_base, 0
+        while done < prev.index_count - 1 and INDEX_ENTRY.unpack_from(
+                mm, base + (prev.index_count - 1 - done) * INDEX_ENTRY_SIZE)[1] == phy:
+            done += 1
+        if done < len(keys):
+            rest = keys[done:]
+            last.put_keys(rest, phy, ts, index_key_hashes(rest, topic + "#"))
+    return phy + size
+
+
+def index_records(service: IndexService, records: list[IndexRecord]) -> None:
+    """Index records in CommitLog order, each run of one store time with `build_index_columns`
+    (what the live put path calls for one batch): the same files as one `build_index` each."""
+    i, n = 0, len(records)
+    while i < n:
+        ts = records[i][2]
+        j = i + 1
+        while j < n and records[j][2] == ts:
+            j += 1
+        run = records[i:j]
+        build_index_columns(service, [r[0] for r in run], ts, [r[1] for r in run], [r[3] for r in run],
+                            [r[4] for r in run])
+        i = j
+
+
+def catch_up(service: IndexService, reader: RecordReader, pos: int, last: int) -> int:
+    """Index every record starting in [pos, last]; returns the offset after the last one read."""
+    while pos <= last:
+        records, nxt = reader.records(pos, last, CHUNK)
+        index_records(service, records)
+        if nxt == pos:
+            break
+        pos = nxt
+    return pos
+
+
+# -- the child ---------------------------------------------------------------------------------
+def _die_with_parent(parent: int) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before the call took effect
+        os._exit(0)
+
+
+def child_main(argv: list[str]) -> None:
+    """The loop of the child (argv: INDEX_DIR SLOTS NUM START SHM_FD PARENT; indexclient.IndexProcess.start).
+
+    Messages come in put order on stdin: ("u", topics, storeTimestamp, phys, UNIQ_KEYs, KEYS)
+    for one appended batch (`build_index_columns`), ("b", records) for `IndexRecord`s, and the
+    requests ("q", id, topic, key, maxNum, begin, end), ("d", id, commitLogMin), ("c", id), each
+    answered on stdout once everything sent before it is indexed.
+    """
+    index_dir = Path(argv[0])
+    slots, num, start, shm_fd, parent = (int(a) for a in argv[1:6])
+    _die_with_parent(parent)
+    shm = mmap.mmap(shm_fd, _SHM_SIZE)
+    requests, replies = Connection(0, writable=False), Connection(1, readable=False)
+    service = IndexService(index_dir, slots, num)
+    service.load(True, 0)
+    _Q.pack_into(shm, _DONE, start)
+    replies.send(("ready", start))
+    last_flush = time.monotonic()
+    recv, poll, pack, unpack = requests.recv, requests.poll, _Q.pack_into, _Q.unpack_from
+    full_ts = 0
+    while True:
+        if not poll(FLUSH_EVERY_S):
+            msg = None
+        else:
+            try:
+                msg = recv()
+            except (EOFError, OSError):
+                os._exit(0)  # the parent is gone: write nothing more, recovery takes over
+            kind = msg[0]
+            if kind == "u":
+                build_index_columns(service, msg[1], msg[2], msg[3], msg[4], msg[5])
+                pack(shm, _DONE, msg[3][-1] + 1)
+            elif kind == "b":
+                index_records(service, msg[1])
+                pack(shm, _DONE, msg[1][-1][1] + 1)
+            elif kind == "q":
+                replies.send((msg[1], service.query_offsets(*msg[2:7])))
+            elif kind == "d":
+                replies.send((msg[1], service.delete_expired(msg[2])))
+            elif kind == "c":
+                service.flush()
+                pack(shm, _FULL_TS, service.last_full_end_timestamp)
+                service.close()
+                replies.send((msg[1], unpack(shm, _DONE)[0]))
+                return
+            if service.last_full_end_timestamp != full_ts:  # a file filled: flushed before it moved on
+                full_ts = service.last_full_end_timestamp
+                pack(shm, _FULL_TS, full_ts)
+        now = time.monotonic()
+        if msg is None or now - last_flush >= FLUSH_EVERY_S:
+            service.flush()
+            last_flush = now
+
+
+if __name__ == "__main__":
+    child_main(sys.argv[1:])
