@@ -103,11 +103,10 @@ def _replay_jsonl(path: str, window: Any, *, to_topic: str | None, dry_run: bool
     printed as it comes. The target is opened once the first batch is parsed (a bad first line
     creates nothing); a bad line later stops the stream, exit 2, after the lines before it were
     sent and printed. Into the embedded store, a batch goes from its parsed fields
-    (client/replaylines.py) unless a window is given. The input is read and parsed a chunk at
-    a time on this thread (cli/replayread.py)."""
-    from rmqtool.cli.replayread import json_batches
+    (client/replaylines.py) unless a window is given."""
+    from rmqtool.cli.replaystream import line_batches
     from rmqtool.client import replay as R
-    from rmqtool.client.replaylines import parse_values
+    from rmqtool.client.replaylines import parse_lines
 
     warn = common.warn
     if path == "-":
@@ -134,16 +133,15 @@ def _replay_jsonl(path: str, window: Any, *, to_topic: str | None, dry_run: bool
                           on_lines=out.on_lines, on_progress=out.on_progress, on_error=out.on_error)
 
     try:
-        for read in json_batches(stream, R.REPLAY_BATCH):
-            first = read.first
+        for first, lines in line_batches(stream, R.REPLAY_BATCH):
             if fields:
-                batch = parse_values(read.objs(), read.lines, first, to_topic=to_topic, warn=warn)
+                batch = parse_lines(lines, first, to_topic=to_topic, warn=warn)
                 error = batch.error
             else:
                 items: list[Any] = []
                 error = None
                 try:
-                    for item in R.from_json_lines(read.lines(), to_topic=to_topic, warn=warn, first_line=first):
+                    for item in R.from_json_lines(lines, to_topic=to_topic, warn=warn, first_line=first):
                         if window.accepts(item.source):
                             items.append(item)
                 except InvalidInput as e:

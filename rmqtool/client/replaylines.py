@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
@@ -51,18 +50,6 @@ class Lines:
     def messages(self) -> list[Message]:
         return [Message(t, b, properties=p, flag=f)
                 for t, b, f, p in zip(self.topics, self.bodies, self.flags, self.maps, strict=True)]
-
-
-def parse_values(objs: list[Any] | None, lines: Callable[[], list[bytes]], first_line: int, *,
-                 to_topic: str | None = None, warn: Callable[[str], None] | None = None) -> Lines:
-    """`parse_lines` of a batch whose lines were parsed already (cli/replayread.py: one value
-    per line): built column by column when they share one shape, else `parse_lines` of the
-    lines themselves (`lines()`), which parses them again with the line path's own errors."""
-    if objs is not None:
-        fields = uniform_fields(objs, to_topic)
-        if fields is not None:
-            return Lines(*fields)
-    return parse_lines(lines(), first_line, to_topic=to_topic, warn=warn)
 
 
 def parse_lines(lines: list[bytes], first_line: int, *, to_topic: str | None = None,
