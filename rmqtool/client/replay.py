@@ -272,7 +272,8 @@ class StoreTarget:
         self.uniq = UniqKeyFactory("127.0.0.1")
         self._next: dict[str, int] = {}
         self.checked_topics: set[str] = set()  # topics check_send_topic passed (replaystore.py)
-        self.flushed_at = time.monotonic()
+        # no flush of its own: the store's FlushService (FlushRealTimeService) flushes every
+        # flushIntervalCommitLog on its own thread, which also drops the written pages
 
     def send(self, msg: Message) -> dict[str, Any]:
         now = int(time.time() * 1000)
@@ -336,13 +337,6 @@ class StoreTarget:
                          "queueOffset": put.queue_offset})
         return rows
 
-    def flush_due(self) -> None:
-        """What a broker's FlushRealTimeService does with ASYNC_FLUSH every 0.5 s, as `rmqtool send`
-        does: a long replay also lets the store drop written pages from this process's memory."""
-        if time.monotonic() - self.flushed_at >= ASYNC_FLUSH_INTERVAL_S:
-            self.broker.store.flush()
-            self.flushed_at = time.monotonic()
-
     def send_lines(self, batch: Any) -> Any:
         """`send_many` of a `replaylines.Lines` batch from its fields, or None when it needs
         `send_many` (replaystore.py `store_lines`)."""
@@ -366,7 +360,6 @@ def _rows(stored: Any, ms: list[MessageExt], qids: list[int]) -> list[dict[str, 
                                                     strict=True)]
 
 
-ASYNC_FLUSH_INTERVAL_S = 0.5  # MessageStoreConfig.flushIntervalCommitLog
 REPLAY_BATCH = 256  # messages per store call when the target takes batches (StoreTarget.send_many)
 
 
@@ -473,12 +466,6 @@ class Replayer:
             return
         for i in range(0, len(msgs), REPLAY_BATCH):
             self._flush(msgs[i:i + REPLAY_BATCH])
-        self._flush_due()
-
-    def _flush_due(self) -> None:
-        flush_due = getattr(self.target, "flush_due", None)
-        if flush_due is not None:
-            flush_due()
 
     def send_lines(self, batch: Any) -> None:
         """A `replaylines.Lines` batch; its error (a bad line) is raised once the lines before
@@ -498,7 +485,6 @@ class Replayer:
                     self.send_messages(batch.messages())
         else:
             self.send_messages(batch.messages())
-        self._flush_due()
         if batch.error is not None:
             raise batch.error
 
