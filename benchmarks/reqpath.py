@@ -15,7 +15,7 @@ compare instruction counts instead, which load does not move: run it under
 difference of the "Collected" figures by the difference of the counts (start-up cancels).
 
     python benchmarks/reqpath.py send 20000
-    python benchmarks/reqpath.py pull 2000        # pulls of 32 from a preloaded queue
+    python benchmarks/reqpath.py pull 2000        # pulls of 32 from 1,024 preloaded messages
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from rmqtool.store.config import StoreConfig
 from rmqtool.store.local import LocalBroker
 
 TOPIC = "ReqPathBench"
+PULL_SPAN = 32  # pulls cycle over the first 32 x 32 messages of one queue
 
 
 class _Transport:
@@ -100,9 +101,9 @@ async def run(kind: str, count: int, root: Path) -> float:
         transport = _Transport()
         conn.connection_made(transport)  # type: ignore[arg-type]
         if kind == "pull":
-            for i in range(32 * (count + 1)):
+            for i in range(32 * PULL_SPAN):  # the same preload whatever the count: it cancels
                 conn.data_received(send_frame(i))
-            frames = [pull_frame(i, 32 * i) for i in range(count)]
+            frames = [pull_frame(i, 32 * (i % PULL_SPAN)) for i in range(count)]
         else:
             frames = [send_frame(i) for i in range(count)]
         transport.writes = 0
