@@ -87,8 +87,12 @@ def get_message(cqs: ConsumeQueueStore, cl: CommitLog, topic: str, queue_id: int
     found = 0
     messages, raws = res.messages, res.raw
     read = cl.read_bytes
+    # without a filter every unit read is a message found (blanks and removed records aside):
+    # read only the units still wanted, not up to `max_scan` (800 unpacked for a pull of 32)
+    filtering = tags_codes is not None or filter is not None
     while scanned < max_scan and found < max_msgs and cur < max_off:
-        units = cq.read_units(cur, min(max_scan - scanned, max_off - cur))
+        want = max_scan - scanned if filtering else min(max_msgs - found, max_scan - scanned)
+        units = cq.read_units(cur, min(want, max_off - cur))
         if not units:
             break
         for phys, size, tags_code in units:

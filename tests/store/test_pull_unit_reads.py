@@ -1,0 +1,47 @@
+"""`get_message` reads the ConsumeQueue units a pull needs, not its whole scan window: a pull
+of 32 without a filter unpacks 32 units (it used to unpack up to 800), and answers the same
+records, next offset and byte cut as before; a tag filter still scans ahead."""
+
+from __future__ import annotations
+
+from rmqtool.layouts.javahash import java_string_hash
+from rmqtool.store.consumequeue import ConsumeQueue
+from rmqtool.store.messagestore import MessageStore
+from tests.store.conftest import make_msg, small_config
+
+
+def _counting(monkeypatch) -> list[int]:
+    asked: list[int] = []
+    read_units = ConsumeQueue.read_units
+
+    def counted(self, index: int, max_units: int):
+        asked.append(max_units)
+        return read_units(self, index, max_units)
+
+    monkeypatch.setattr(ConsumeQueue, "read_units", counted)
+    return asked
+
+
+def test_a_pull_without_filter_reads_only_the_units_it_returns(tmp_path, monkeypatch):
+    with MessageStore.open(tmp_path / "s", small_config()) as store:
+        store.put_messages([make_msg(i, body_size=50) for i in range(300)])
+        asked = _counting(monkeypatch)
+        got = store.get_message("TopicTest", 0, 10, 32, decode=False)
+        assert max(asked) == 32  # what is still wanted, in one read per ConsumeQueue file
+        assert len(got.raw) == 32 and got.next_begin_offset == 42
+        assert [r[:4] for r in got.raw] == [store.get_message("TopicTest", 0, 10 + k, 1, decode=False).raw[0][:4]
+                                            for k in range(32)]
+        asked.clear()
+        cut = store.get_message("TopicTest", 0, 0, 32, max_bytes=5 * len(got.raw[0]), decode=False)
+        assert len(cut.raw) == 5 and cut.next_begin_offset == 5 and max(asked) == 32
+        asked.clear()
+        tail = store.get_message("TopicTest", 0, 290, 32, decode=False)
+        assert len(tail.raw) == 10 and tail.next_begin_offset == 300 and max(asked) == 10
+
+
+def test_a_tag_filtered_pull_still_scans_ahead(tmp_path, monkeypatch):
+    with MessageStore.open(tmp_path / "s", small_config()) as store:
+        store.put_messages([make_msg(i, body_size=50, TAGS="hit" if i % 10 == 0 else "miss") for i in range(300)])
+        asked = _counting(monkeypatch)
+        got = store.get_message("TopicTest", 0, 0, 8, tags_codes={java_string_hash("hit")}, decode=False)
+        assert sum(asked) >= 71 and len(got.raw) == 8 and got.next_begin_offset == 71
