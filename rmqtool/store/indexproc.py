@@ -31,18 +31,14 @@ import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import (
     BLANK_MAGIC_CODE,
-    BORNHOST_V6_FLAG,
     INDEX_ENTRY_SIZE,
-    MESSAGE_MAGIC_CODE_V2,
-    STOREHOSTADDRESS_V6_FLAG,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
 )
 from rmqtool.layouts.index import INDEX_ENTRY
-from rmqtool.store.dispatch import build_index_columns
+from rmqtool.store.dispatch import build_index_columns, request_from_record
 from rmqtool.store.index import IndexRecord, IndexService, index_key_hashes, record_keys
 
 log = logging.getLogger("rmqtool.store.indexproc")
@@ -60,36 +56,7 @@ _Q = struct.Struct("<q")
 _DONE, _FULL_TS = 0, 8
 
 
-_HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp (48 bytes), as dispatch.request_from_record
-_unpack_q = struct.Struct(">q").unpack_from
 _unpack_ii = struct.Struct(">ii").unpack_from
-_unpack_i32 = struct.Struct(">i").unpack_from
-_unpack_i16 = struct.Struct(">h").unpack_from
-_unpack_i8 = struct.Struct(">b").unpack_from
-_UNIQ, _KEYS = "\x02" + P.UNIQ_KEY + "\x01", "\x02" + P.KEYS + "\x01"
-
-
-def _index_properties(text: str) -> tuple[str | None, str | None]:
-    """(UNIQ_KEY, KEYS) of a record's properties, as `decode_properties(text).get(...)` gives them.
-
-    Found with `rfind` (the last of a name wins, as in the map); a value found empty, which the
-    map drops in favour of an earlier one, takes the full decode.
-    """
-    s = "\x02" + text
-    out: list[str | None] = []
-    for name in (_UNIQ, _KEYS):
-        i = s.rfind(name)
-        if i < 0:
-            out.append(None)
-            continue
-        i += len(name)
-        j = s.find("\x02", i)
-        value = s[i:] if j < 0 else s[i:j]
-        if not value:
-            props = P.decode_properties(text)
-            return props.get(P.UNIQ_KEY), props.get(P.KEYS)
-        out.append(value)
-    return out[0], out[1]
 
 
 class RecordReader:
@@ -101,7 +68,6 @@ class RecordReader:
         self._base = -1
         self._mm: mmap.mmap | None = None
         self._mv: memoryview | None = None
-        self._topics: dict[bytes, str] = {}
 
     def _map(self, base: int) -> memoryview | None:
         if self._base != base:
@@ -127,7 +93,6 @@ class RecordReader:
         add = out.append
         pos = start
         size = self.file_size
-        topics = self._topics
         while pos <= last and len(out) < limit:
             base = pos - pos % size
             buf = self._map(base)
@@ -141,26 +106,9 @@ class RecordReader:
             if magic == BLANK_MAGIC_CODE or total <= 0:
                 pos = base + size
                 continue
-            sys_flag = _HEAD.unpack_from(buf, at)[7]
-            p = at + 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
-            store_ts = _unpack_q(buf, p)[0]
-            p += 8 + (20 if sys_flag & STOREHOSTADDRESS_V6_FLAG else 8)
-            p += 16 + _unpack_i32(buf, p + 12)[0]
-            if magic == MESSAGE_MAGIC_CODE_V2:
-                topic_len = _unpack_i16(buf, p)[0]
-                p += 2
-            else:
-                topic_len = _unpack_i8(buf, p)[0]
-                p += 1
-            raw_topic = bytes(buf[p : p + topic_len])
-            topic = topics.get(raw_topic)
-            if topic is None:
-                topic = topics[raw_topic] = str(raw_topic, "utf-8", "replace")
-            p += topic_len
-            props_len = _unpack_i16(buf, p)[0]
-            if sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE:
-                text = str(buf[p + 2 : p + 2 + props_len], "utf-8", "replace")
-                add((topic, pos, store_ts, *_index_properties(text)))
+            req = request_from_record(buf, at, pos, [])  # dispatch's reader: the fields the index takes
+            if req.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_ROLLBACK_TYPE:
+                add((req.topic, pos, req.store_timestamp, req.uniq_key, req.keys))
             pos += total
         return out, pos
 

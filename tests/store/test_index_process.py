@@ -13,8 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from rmqtool.store.checkpoint import StoreCheckpoint
 from rmqtool.store.messagestore import MessageStore
@@ -199,19 +197,6 @@ def test_parent_killed_loses_no_acknowledged_key(tmp_path):
         for i in range(acked):
             assert [m.uniq_key for m in store.query_message("TopicTest", f"UNIQ{i:08d}", 4, 0, 2**62)] == [
                 f"UNIQ{i:08d}"]
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["UNIQ_KEY", "KEYS", "TAGS", "K", "UNIQ_KEYS", "xKEYS"]),
-                          st.text(alphabet="ab \x01", max_size=4)), max_size=6))
-def test_child_reads_keys_as_the_property_map_does(pairs):
-    from rmqtool.layouts import properties as P
-    from rmqtool.store.indexproc import _index_properties
-
-    text = "".join(f"{n}\x01{v}\x02" for n, v in pairs)
-    for t in (text, text[:-1]):
-        props = P.decode_properties(t)
-        assert _index_properties(t) == (props.get("UNIQ_KEY"), props.get("KEYS"))
 
 
 def _fill_delete(store: MessageStore, clock: Clock) -> None:
