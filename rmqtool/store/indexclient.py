@@ -83,8 +83,10 @@ class IndexProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     # -- the child ---------------------------------------------------------------------------------
-    def start(self, start: int) -> None:
-        """Start the child at CommitLog offset `start` (everything before it is indexed)."""
+    def start(self, start: int, last_full: int = 0) -> None:
+        """Start the child at CommitLog offset `start` (everything before it is indexed);
+        `last_full` is the in-process index's endTimestamp of its last full file until the child has its own."""
+        self._last_full = last_full
         # this rmqtool's own directory first: `-m` would put the working directory, which may hold
         # another checkout, ahead of it
         root = str(Path(__file__).resolve().parents[2])

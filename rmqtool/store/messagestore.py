@@ -263,15 +263,13 @@ class MessageStore(PutPath):
             proc = IndexProcess(self)
             try:
                 index.flush()
-                proc.start(self.commitlog.max_offset)
+                proc.start(self.commitlog.max_offset, index.last_full_end_timestamp)
             except (IndexProcessError, OSError) as e:
                 log.warning("index process not started (%s): indexing in-process", e)
                 proc.discard()
                 return False
-            last_full = index.last_full_end_timestamp
             index.close()  # the child writes the files from now on
             self.index = self.dispatcher.index = self.cleaner.index = proc  # type: ignore[assignment]
-            proc._last_full = last_full
         return True
 
     def close(self) -> None:
