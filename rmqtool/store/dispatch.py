@@ -214,20 +214,7 @@ class Dispatcher:
 
 def build_index_columns(index: IndexService, topics: list[str], store_timestamp: int, phys: list[int],
                         uniq_keys: list[str | None], key_texts: list[str | None]) -> None:
-    """The index keys of appended records of one store time, given column by column.
-
-    Records of one topic that each have a UNIQ_KEY and one KEYS token take
-    `IndexService.build_index_usual`; any other mix the per-record tuples of `build_index_batch`.
-    With the index built by a second process (indexclient.py, `offloaded`), the appenders' one
-    call point hands the columns to it.
-    """
-    if index.offloaded:
-        index.put_columns(topics, store_timestamp, phys, uniq_keys, key_texts)  # type: ignore[attr-defined]
-        return
-    topic = topics[0]
-    if (all(uniq_keys) and all(key_texts) and " " not in "\x00".join(key_texts)  # type: ignore[arg-type]
-            and topics.count(topic) == len(topics)):
-        index.build_index_usual(topic, store_timestamp, phys, uniq_keys, key_texts)  # type: ignore[arg-type]
-    else:
-        index.build_index_batch([(t, phy, store_timestamp, u, k)
-                                 for t, phy, u, k in zip(topics, phys, uniq_keys, key_texts, strict=True)])
+    """The index keys of appended records of one store time, given column by column: the
+    appenders' one call point, `index.build_index_columns` whether the index is built here
+    (`IndexService`) or by a second process (indexclient.IndexProcess), with no test between."""
+    index.build_index_columns(topics, store_timestamp, phys, uniq_keys, key_texts)

@@ -453,6 +453,22 @@ class IndexService:
         token each (indexbatch.py `build_usual`)."""
         build_usual(self, topic, store_timestamp, phys, uniq_keys, keys)
 
+    def build_index_columns(self, topics: list[str], store_timestamp: int, phys: list[int],
+                            uniq_keys: list[str | None], key_texts: list[str | None]) -> None:
+        """The index keys of appended records of one store time, given column by column
+        (`dispatch.build_index_columns`; indexclient.IndexProcess has its own, to the child).
+
+        Records of one topic that each have a UNIQ_KEY and one KEYS token take `build_index_usual`;
+        any other mix the per-record tuples of `build_index_batch`.
+        """
+        topic = topics[0]
+        if (all(uniq_keys) and all(key_texts) and " " not in "\x00".join(key_texts)  # type: ignore[arg-type]
+                and topics.count(topic) == len(topics)):
+            build_usual(self, topic, store_timestamp, phys, uniq_keys, key_texts)  # type: ignore[arg-type]
+        else:
+            build_batch(self, [(t, phy, store_timestamp, u, k)
+                               for t, phy, u, k in zip(topics, phys, uniq_keys, key_texts, strict=True)])
+
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """`IndexService.queryOffset`: newest file first, stop at a file older than `begin`."""
         out: list[int] = []

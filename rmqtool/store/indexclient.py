@@ -26,7 +26,6 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from rmqtool.store.dispatch import build_index_columns
 from rmqtool.store.index import IndexRecord, IndexService
 from rmqtool.store.indexproc import (
     _DONE,
@@ -226,11 +225,11 @@ class IndexProcess:
             batch, self._pending = self._pending, []
             self._post(("b", batch))
 
-    def put_columns(self, topics: list[str], store_timestamp: int, phys: list[int], uniq_keys: list[str | None],
-                    key_texts: list[str | None]) -> None:
-        """`build_index_columns` of one appended batch (the appenders' call point): sent to the child."""
+    def build_index_columns(self, topics: list[str], store_timestamp: int, phys: list[int],
+                            uniq_keys: list[str | None], key_texts: list[str | None]) -> None:
+        """`build_index_columns` of one appended batch (the appenders' one call point): sent to the child."""
         if self.fallback is not None:
-            build_index_columns(self.fallback, topics, store_timestamp, phys, uniq_keys, key_texts)
+            self.fallback.build_index_columns(topics, store_timestamp, phys, uniq_keys, key_texts)
             return
         with self._send_lock:
             self._send_pending()
@@ -259,7 +258,7 @@ class IndexProcess:
 
     def build_index_usual(self, topic: str, store_timestamp: int, phys: list[int], uniq_keys: list[str],
                           keys: list[str]) -> None:
-        self.put_columns([topic] * len(phys), store_timestamp, phys, uniq_keys, keys)  # type: ignore[arg-type]
+        self.build_index_columns([topic] * len(phys), store_timestamp, phys, uniq_keys, keys)  # type: ignore[arg-type]
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:
         """`IndexService.queryOffset`, answered by the child after everything put before the call.
