@@ -17,7 +17,6 @@ import mmap
 import os
 import pickle
 import select
-import struct
 import subprocess
 import sys
 import threading
@@ -27,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from rmqtool.store.index import IndexRecord, IndexService
+from rmqtool.store.indexframe import encode_columns
 from rmqtool.store.indexproc import (
     _DONE,
+    _FRAME,
     _FULL_TS,
     _Q,
     _SHM_SIZE,
@@ -46,7 +47,6 @@ log = logging.getLogger("rmqtool.store.indexproc")
 _START_TIMEOUT_S = 30.0
 PIPE_SIZE = 1 << 20  # bytes of keys the child may be behind before a put waits
 SEND_TIMEOUT_S = 30.0  # a put waits this long for room in a full pipe, then the child is given up
-_FRAME = struct.Struct("!i")  # multiprocessing.connection's length prefix
 
 
 class IndexProcessError(Exception):
@@ -190,7 +190,7 @@ class IndexProcess:
                 put_lock.release()
 
     # -- the IndexService API ----------------------------------------------------------------------
-    def _post(self, msg: tuple[Any, ...]) -> None:
+    def _post(self, msg: tuple[Any, ...] | bytes) -> None:
         """Send keys to the child (caller holds `_send_lock`); a broken pipe is left to `_fall_back`."""
         if self._broken:
             return
@@ -202,10 +202,11 @@ class IndexProcess:
                 assert self.proc is not None
                 self.proc.kill()  # it stopped reading: it must not write the files any more
 
-    def _write(self, msg: tuple[Any, ...]) -> None:
-        """One message in `Connection`'s framing on the non-blocking pipe, waiting at most
-        SEND_TIMEOUT_S for room (a full pipe: the child is that far behind, or stopped)."""
-        data = pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
+    def _write(self, msg: tuple[Any, ...] | bytes) -> None:
+        """One message (a tuple pickled, or a frame of `encode_columns` as it is) in `Connection`'s
+        framing on the non-blocking pipe, waiting at most SEND_TIMEOUT_S for room (a full pipe:
+        the child is that far behind, or stopped)."""
+        data = msg if isinstance(msg, bytes) else pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
         view = memoryview(_FRAME.pack(len(data)) + data)
         fd = self._send.fileno()
         deadline = 0.0
@@ -227,13 +228,16 @@ class IndexProcess:
 
     def build_index_columns(self, topics: list[str], store_timestamp: int, phys: list[int],
                             uniq_keys: list[str | None], key_texts: list[str | None]) -> None:
-        """`build_index_columns` of one appended batch (the appenders' one call point): sent to the child."""
+        """`build_index_columns` of one appended batch (the appenders' one call point): sent to
+        the child as a frame of `encode_columns`, pickled when a value cannot go in one."""
         if self.fallback is not None:
             self.fallback.build_index_columns(topics, store_timestamp, phys, uniq_keys, key_texts)
             return
+        frame = encode_columns(topics, store_timestamp, phys, uniq_keys, key_texts)
         with self._send_lock:
-            self._send_pending()
-            self._post(("u", topics, store_timestamp, phys, uniq_keys, key_texts))
+            if self._pending:
+                self._send_pending()
+            self._post(frame if frame is not None else ("u", topics, store_timestamp, phys, uniq_keys, key_texts))
             self.published = phys[-1]
 
     def build_index(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
