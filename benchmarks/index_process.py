@@ -9,7 +9,10 @@ the second process its CPU and how long the drain at close took. Modes run in tu
 `--mode X --messages N` alone runs one case and prints one line (for callgrind: `valgrind
 --tool=callgrind --callgrind-out-file=/dev/null python benchmarks/index_process.py --mode
 process --messages 20000`, less a run of `--mode make --messages 20000`, which makes the
-messages and opens and closes the store without putting them; the child is not traced).
+messages and opens and closes the store without putting them; the child is not traced; with
+`--trace-children=yes` and `--start-timeout 900` it is, in a callgrind file of its own).
+`--mode noindex` puts without an index at all: inproc less noindex is what in-process
+indexing costs the putting process, the figure the child's own CPU per message is held to.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import time
 from pathlib import Path
 
 from rmqtool.layouts.message import MessageExt
+from rmqtool.store import indexclient
 from rmqtool.store.config import StoreConfig
 from rmqtool.store.messagestore import MessageStore
 
@@ -48,7 +52,7 @@ def child_cpu(pid: int) -> float:
 
 def one(mode: str, n: int, batch: int, directory: Path) -> str:
     msgs = messages(n, b"x" * 1024)
-    store = MessageStore.open(directory, StoreConfig())
+    store = MessageStore.open(directory, StoreConfig(message_index_enable=mode != "noindex"))
     pid = 0
     if mode == "make":  # the messages, the open and the close only: subtracted by callgrind readings
         store.close()
@@ -80,7 +84,11 @@ def main() -> None:
     ap.add_argument("--modes", default="inproc,process")
     ap.add_argument("--mode", default=None, help="run one case in this process and print it")
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--start-timeout", type=float, default=None,
+                    help="seconds the child may take to start (under valgrind --trace-children=yes: minutes)")
     args = ap.parse_args()
+    if args.start_timeout is not None:
+        indexclient._START_TIMEOUT_S = args.start_timeout
     base = Path(tempfile.mkdtemp(prefix="idxproc-", dir=args.dir))
     try:
         if args.mode:
