@@ -24,7 +24,7 @@ Targets:
            generator speaking NATS' protocol, publishing with acks (JetStream's equivalent of a
            stored send), batches as 32 pipelined publishes, consumption through a pull consumer.
 
-Prints one line per case (with the server process's CPU per message, from /proc: on a shared
+Prints one line per case (with the server's CPU per message, its child processes' included, from /proc: on a shared
 machine throughput moves with other load, CPU per message much less) and the throughput ratio
 rmqtool / reference.
 """
@@ -608,15 +608,30 @@ PRODUCE = produce  # the load generator: these, or java_produce / java_consume
 CONSUME = consume
 
 
+def _stat_fields(pid: int | str) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def server_cpu(t: Target) -> float | None:
-    """CPU seconds (user + system) the target's server process has used so far, from /proc."""
+    """CPU seconds (user + system) the target's server has used so far, from /proc: its own, its
+    running children's (rmqtool's index process, RMQTOOL_INDEX_PROCESS=1) and its reaped ones'."""
     if t.proc is None:
         return None
+    pid = t.proc.pid
     try:
-        fields = Path(f"/proc/{t.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = _stat_fields(pid)
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                child = _stat_fields(entry.name)
+            except OSError:
+                continue
+            if child[1] == str(pid):  # ppid
+                ticks += int(child[11]) + int(child[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _with_cpu(t: Target, run: Callable[..., Result], *args: object) -> Result:
