@@ -47,9 +47,10 @@ def rmq():
 # One unit of work is one module (tests/client: the whole directory, whose modules share one
 # parametrized session fixture, `server`: serve then Apache, so Apache starts once). A unit runs on
 # one worker: its module fixtures, and the Java suites a module runs once for all its scenario tests
-# (pop_helpers.run_java_suite, test_pop_proxy's results_for, the mqadmin sessions), are not
-# started again on the other worker. Units go out longest first (the longest-processing-time rule),
-# so the last unit a worker starts is a short one instead of a suite that keeps the run open alone.
+# (pop_helpers.start_java_suites, test_pop_proxy's results_for, the mqadmin sessions, the scenarios
+# of tests/interop/side_by_side.py), are not started again on the other worker. Units go out
+# longest first (the longest-processing-time rule), so the last unit a worker starts is a short
+# one instead of a suite that keeps the run open alone.
 
 # Seconds a unit takes alone (`pytest -n 0 --durations=0`, setup + call + teardown summed per
 # module) on the 2-core CI machine, under load; units not listed take a few seconds and go last,

@@ -13,7 +13,7 @@ import re
 import signal
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import pytest
 
@@ -24,6 +24,7 @@ from tests.broker.conftest import Wire, create_topic
 
 from .conftest import start_apache, start_rmqtool_serve, stop_apache, stop_rmqtool_serve
 from .harness import JARS_NOT_BUILT, java_classpath
+from .side_by_side import side_by_side
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -183,17 +184,14 @@ def acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout(tmp_path
 @pytest.fixture(scope="module")
 def apache_in_ours(java_built, tmp_path_factory) -> Iterator[dict[str, Future]]:
     """The two Apache-broker-in-our-name-server scenarios, started in the background side by side
-    when the module's first test starts, each with its own serve, Apache broker and scratch dir:
+    (side_by_side) when the module's first test starts, each with its own serve and Apache broker:
     each mostly waits (a 10 s registration period, a 16 s heartbeat stretch and the 10 s expiry),
     so they overlap each other and the first test instead of running one after the other. Each
     test re-raises its own scenario's failure (Future.result)."""
-    pool = ThreadPoolExecutor(max_workers=2)
-    try:
-        yield {"joins": pool.submit(apache_broker_joins_the_rmqtool_name_server, tmp_path_factory.mktemp("joins")),
-               "expires": pool.submit(acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout,
-                                      tmp_path_factory.mktemp("expires"))}
-    finally:
-        pool.shutdown(wait=True)
+    with side_by_side(tmp_path_factory, {
+            "joins": apache_broker_joins_the_rmqtool_name_server,
+            "expires": acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout}) as f:
+        yield f
 
 
 def test_apache_broker_joins_the_rmqtool_name_server(apache_in_ours):

@@ -16,6 +16,7 @@ from tests.pop_serve_helpers import ack, handles, pop_ext, pop_until, send
 from .conftest import start_apache, start_rmqtool_serve, stop_rmqtool_serve
 from .harness import require_java
 from .pop_helpers import revive_messages
+from .side_by_side import side_by_side
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(300)]
 TOPIC = "PopMerged"
@@ -54,27 +55,36 @@ def records(store, group: str) -> list[tuple]:
                   for m, body, uniq in revive_messages(store, f'"{group}"'.encode(), on_timer_only=True))
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    require_java()
-    got = {}
-    root = tmp_path_factory.mktemp("merge-apache")
+def apache_run(root) -> tuple:
+    """The scenario against Apache's broker 5.3.3 with buffer merge on, and the revive records it stored."""
     a = start_apache(root, FLAG, *APACHE_SIZES)
     try:
-        got["apache"] = scenario(a.broker), records(a.store, "cg_merged_all"), records(a.store, "cg_merged_two")
+        return scenario(a.broker), records(a.store, "cg_merged_all"), records(a.store, "cg_merged_two")
     finally:
         a.proc.kill()
         a.proc.wait()
-    root = tmp_path_factory.mktemp("merge-serve")
+
+
+def serve_run(root) -> tuple:
+    """The same against `rmqtool serve` with buffer merge on; its stderr must hold no traceback."""
     conf = root / "merge.conf"
     conf.write_text("transactionCheckInterval=1000\ntransactionTimeOut=1000\n" + FLAG + "\n")
     s = start_rmqtool_serve(root, "-c", str(conf))
     try:
-        got["rmqtool"] = scenario(s.broker), records(s.store, "cg_merged_all"), records(s.store, "cg_merged_two")
+        got = scenario(s.broker), records(s.store, "cg_merged_all"), records(s.store, "cg_merged_two")
     finally:
         assert stop_rmqtool_serve(s) == 0
     assert "Traceback" not in (root / "serve.stderr").read_text()
     return got
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Both brokers at once (side_by_side): each run mostly waits (the 10 s invisible time, the
+    revive), on a broker, ports and a store of its own."""
+    require_java()
+    with side_by_side(tmp_path_factory, {"merge-apache": apache_run, "merge-serve": serve_run}) as f:
+        return {"apache": f["merge-apache"].result(), "rmqtool": f["merge-serve"].result()}
 
 
 def test_apache_merges_as_expected(runs):
