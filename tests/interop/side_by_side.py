@@ -21,13 +21,11 @@ import pytest
 
 
 @contextmanager
-def side_by_side(tmp_path_factory, scenarios: dict[str, Callable[[Path], Any]],
-                 at_once: int | None = None) -> Iterator[dict[str, Future]]:
-    """Each `scenarios[name](scratch dir)` started at once (or `at_once` at a time, in order); their
-    futures by name. Leaving waits for all (a test asks `futures[name].result()`, which re-raises
-    that scenario's failure)."""
+def side_by_side(tmp_path_factory, scenarios: dict[str, Callable[[Path], Any]]) -> Iterator[dict[str, Future]]:
+    """Each `scenarios[name](scratch dir)` started at once; their futures by name. Leaving waits for all
+    (a test asks `futures[name].result()`, which re-raises that scenario's failure)."""
     roots = {name: tmp_path_factory.mktemp(name) for name in scenarios}
-    pool = ThreadPoolExecutor(max_workers=max(1, at_once or len(scenarios)))
+    pool = ThreadPoolExecutor(max_workers=len(scenarios))
     futures = {name: pool.submit(fn, roots[name]) for name, fn in scenarios.items()}
     try:
         yield futures
