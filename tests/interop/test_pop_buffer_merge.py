@@ -24,6 +24,18 @@ FLAG = "enablePopBufferMerge=true"
 APACHE_SIZES = ("mappedFileSizeCommitLog=67108864", "mappedFileSizeTimerLog=8388608")
 
 
+def wait_dispatched(w: Wire, topic: str, n: int, timeout: float = 30) -> None:
+    """Until queue 0's max offset (GET_MAX_OFFSET, the consume queue's) is `n`: a Java broker dispatches
+    a moment after the send's answer (ReputMessageService), later still on a loaded machine."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = w.request(30, {"topic": topic, "queueId": 0})
+        if r.code == 0 and int(r.ext_fields["offset"]) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{topic}: {n} messages not dispatched within {timeout} s")
+
+
 def scenario(addr: str) -> dict[str, object]:
     w = Wire(addr)
     out: dict[str, object] = {}
@@ -32,7 +44,7 @@ def scenario(addr: str) -> dict[str, object]:
                            "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
         assert r.code == 0, r.remark
         send(w, TOPIC, 4)
-        time.sleep(1)  # dispatched to the consume queue on both: one pop takes all four
+        wait_dispatched(w, TOPIC, 4)  # in the consume queue on both: one pop takes all four
         for group, keep in (("cg_merged_all", ()), ("cg_merged_two", (b"m1", b"m3"))):
             got = handles(w.request(200050, pop_ext(TOPIC, group, invisible=10_000)))
             assert sorted(m.body for m, _ in got) == [b"m0", b"m1", b"m2", b"m3"]
