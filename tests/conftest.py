@@ -61,7 +61,7 @@ UNIT_SECONDS: dict[str, float] = {
     "tests/interop/test_ha_interop.py": 210, "tests/interop/test_mqadmin_all.py": 105,
     "tests/interop/test_clients.py": 114, "tests/inspect/test_inspect_fuzz.py": 98,
     "tests/interop/test_pop_store.py": 68, "tests/interop/test_mixed_cluster.py": 57,
-    "tests/interop/test_apache_store.py": 66, "tests/interop/test_apache_slave_sync.py": 78,
+    "tests/interop/test_apache_store.py": 79, "tests/interop/test_apache_slave_sync.py": 78,
     "tests/interop/test_pop_push.py": 51, "tests/interop/test_pop.py": 60,
     "tests/interop/test_mqadmin_cluster.py": 63, "tests/interop/test_pop_buffer_merge.py": 49, "tests/interop/test_mqadmin.py": 37,
     "tests/broker/test_serve_ha.py": 45, "tests/interop/test_request_reply.py": 41,

@@ -12,20 +12,16 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
-from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from rmqtool.layouts.message import Blank, decode_record
 from rmqtool.layouts.msgid import decode_offset_msg_id
-from tests.conftest import run_rmqtool
 
 from .conftest import kill_apache, start_apache, stop_apache
 from .harness import has_module, json_lines, require_java
 from .java_client_helpers import client
-from .side_by_side import side_by_side
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -67,9 +63,8 @@ def consumer_view(m: dict) -> dict:
     return {**{k: m[k] for k in COMPARED}, "properties": props, "body": base64.b64decode(m["bodyBase64"])}
 
 
-def apache_wrote_rmqtool_reads(tmp_path: Path) -> None:
-    """(i): Apache's broker and Java clients write, the store is read with rmqtool's codec, inspect, verify."""
-    rmq = run_rmqtool
+def test_rmqtool_reads_the_store_apache_broker_wrote_as_the_java_consumer_saw_it(tmp_path, rmq):
+    require_java()
     broker = start_apache(tmp_path / "apache")
     try:
         sent = client(broker.namesrv, tmp_path / "home", "produce", "--topic", "StoreIop", "--count", "30")
@@ -109,9 +104,9 @@ def apache_wrote_rmqtool_reads(tmp_path: Path) -> None:
         assert p.returncode == 0, (p.stdout.decode(errors="replace")[-3000:], p.stderr.decode(errors="replace")[-2000:])
 
 
-def rmqtool_wrote_apache_serves(tmp_path: Path) -> None:
-    """(ii): `rmqtool send` writes a store, Apache's broker recovers and serves it to the Java consumer."""
-    rmq = run_rmqtool
+@pytest.mark.skipif(not has_module("rmqtool.cli.send"), reason="rmqtool.cli.send is not on this branch yet")
+def test_apache_broker_serves_a_store_rmqtool_wrote(tmp_path, rmq):
+    require_java()
     store = tmp_path / "ours"
     n = 30
     lines = [f"rmqtool wrote #{i} ünïcödé" for i in range(n)]
@@ -142,24 +137,3 @@ def rmqtool_wrote_apache_serves(tmp_path: Path) -> None:
         assert m["commitLogOffset"] == decode_offset_msg_id(r["offsetMsgId"]).commit_log_offset
         assert (m["tags"], m["keys"]) == ("TagR", "rk")
         assert m["properties"]["origin"] == "rmqtool" and m["properties"]["note"] == "naïve 値"
-
-
-@pytest.fixture(scope="module")
-def directions(tmp_path_factory) -> Iterator[dict[str, Future]]:
-    """Both directions at once (side_by_side), each with an Apache broker and stores of its own: each
-    mostly waits (the JVM starts, the Java consumer's rebalance, the retry and DLQ delays)."""
-    require_java()
-    scenarios = {"apache-wrote": apache_wrote_rmqtool_reads}
-    if has_module("rmqtool.cli.send"):
-        scenarios["rmqtool-wrote"] = rmqtool_wrote_apache_serves
-    with side_by_side(tmp_path_factory, scenarios) as f:
-        yield f
-
-
-def test_rmqtool_reads_the_store_apache_broker_wrote_as_the_java_consumer_saw_it(directions):
-    directions["apache-wrote"].result()
-
-
-@pytest.mark.skipif(not has_module("rmqtool.cli.send"), reason="rmqtool.cli.send is not on this branch yet")
-def test_apache_broker_serves_a_store_rmqtool_wrote(directions):
-    directions["rmqtool-wrote"].result()
