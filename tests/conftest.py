@@ -47,21 +47,23 @@ def rmq():
 # One unit of work is one module (tests/client: the whole directory, whose modules share one
 # parametrized session fixture, `server`: serve then Apache, so Apache starts once). A unit runs on
 # one worker: its module fixtures, and the Java suites a module runs once for all its scenario tests
-# (pop_helpers.run_java_suite, test_pop_proxy's results_for, the mqadmin sessions), are not
-# started again on the other worker. Units go out longest first (the longest-processing-time rule),
-# so the last unit a worker starts is a short one instead of a suite that keeps the run open alone.
+# (pop_helpers.start_java_suites, test_pop_proxy's results_for, the mqadmin sessions, the scenarios
+# of tests/interop/side_by_side.py), are not started again on the other worker. Units go out
+# longest first (the longest-processing-time rule), so the last unit a worker starts is a short
+# one instead of a suite that keeps the run open alone.
 
 # Seconds a unit takes alone (`pytest -n 0 --durations=0`, setup + call + teardown summed per
 # module) on the 2-core CI machine, under load; units not listed take a few seconds and go last,
-# in collection order. The order only needs the big ones roughly right.
+# in collection order. The order only needs the big ones roughly right. (The modules that now run
+# their scenarios side by side are scaled by their measured new/old ratio; test_grpc estimated.)
 UNIT_SECONDS: dict[str, float] = {
-    "tests/interop/test_grpc.py": 383, "tests/client/": 250, "tests/interop/test_pop_proxy.py": 160,
+    "tests/interop/test_grpc.py": 300, "tests/client/": 250, "tests/interop/test_pop_proxy.py": 160,
     "tests/interop/test_ha_interop.py": 210, "tests/interop/test_mqadmin_all.py": 105,
     "tests/interop/test_clients.py": 114, "tests/inspect/test_inspect_fuzz.py": 98,
-    "tests/interop/test_pop_store.py": 85, "tests/interop/test_mixed_cluster.py": 80,
+    "tests/interop/test_pop_store.py": 68, "tests/interop/test_mixed_cluster.py": 57,
     "tests/interop/test_apache_store.py": 79, "tests/interop/test_apache_slave_sync.py": 78,
-    "tests/interop/test_pop_push.py": 76, "tests/interop/test_pop.py": 68,
-    "tests/interop/test_mqadmin_cluster.py": 63, "tests/interop/test_pop_buffer_merge.py": 61, "tests/interop/test_mqadmin.py": 56,
+    "tests/interop/test_pop_push.py": 51, "tests/interop/test_pop.py": 60,
+    "tests/interop/test_mqadmin_cluster.py": 63, "tests/interop/test_pop_buffer_merge.py": 49, "tests/interop/test_mqadmin.py": 37,
     "tests/broker/test_serve_ha.py": 45, "tests/interop/test_request_reply.py": 41,
     "tests/interop/test_slave_of_apache.py": 35, "tests/broker/test_pop_restart.py": 27,
     "tests/proxy/test_renew.py": 26, "tests/broker/test_pop_buffer.py": 26,

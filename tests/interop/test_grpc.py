@@ -24,6 +24,7 @@ from tests.proxy.sdk_helpers import handle_fields, pull_all, send_sdk, set_recal
 
 from .conftest import start_apache, start_apache_proxy, start_rmqtool_serve, stop_rmqtool_serve
 from .harness import APACHE_SECOND_VERSION, java_classpath
+from .side_by_side import with_the_other_kinds
 
 pytestmark = pytest.mark.interop
 SDK5 = Path(__file__).parent / "sdk5" / "target"  # built by .ci/steps/12-sdk5-proxy.sh
@@ -84,6 +85,9 @@ def rmqtool_grpc(tmp_path_factory):
     yield GrpcTarget("rmqtool", m.group(1), b.broker, b.namesrv)
     assert stop_rmqtool_serve(b) == 0
     assert "Traceback" not in (b.home / "serve.stderr").read_text()
+
+
+TARGETS = {"apache": "apache_grpc", "rmqtool": "rmqtool_grpc"}  # target kind -> its fixture
 
 
 @pytest.fixture(params=["apache", "rmqtool"])
@@ -230,7 +234,11 @@ def java_sdk(tmp_path: Path, *args: str, timeout: float = 120) -> list[dict]:
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
-def test_java_sdk_send_normal_fifo_delay(target, tmp_path):
+def test_java_sdk_send_normal_fifo_delay(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, java_sdk_send_normal_fifo_delay)
+
+
+def java_sdk_send_normal_fifo_delay(target, tmp_path: Path) -> None:
     from tests.proxy.conftest import create_topic, unique
 
     for kind, mtype, queues in (("normal", None, 2), ("fifo", "FIFO", 4), ("delay", "DELAY", 1)):
@@ -274,11 +282,19 @@ def transaction_check_back(target, tmp_path: Path, sdk, prefix: str) -> None:
     assert got and {m.body for m in got} == want, [m.body for m in got]
 
 
-def test_java_sdk_transaction_check_back(target, tmp_path):
+def test_java_sdk_transaction_check_back(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, java_sdk_transaction_check_back)
+
+
+def java_sdk_transaction_check_back(target, tmp_path: Path) -> None:
     transaction_check_back(target, tmp_path, java_sdk, "JST")
 
 
-def test_java_sdk_simple_consumer_of_remoting_messages(target, tmp_path):
+def test_java_sdk_simple_consumer_of_remoting_messages(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, java_sdk_simple_consumer_of_remoting_messages)
+
+
+def java_sdk_simple_consumer_of_remoting_messages(target, tmp_path: Path) -> None:
     from tests.broker.conftest import Wire, props, send_ext
     from tests.proxy.conftest import create_topic, unique
 
@@ -304,7 +320,11 @@ def test_java_sdk_simple_consumer_of_remoting_messages(target, tmp_path):
     assert out[-1] == {"after": 0}
 
 
-def test_java_sdk_push_consumer(target, tmp_path):
+def test_java_sdk_push_consumer(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, java_sdk_push_consumer)
+
+
+def java_sdk_push_consumer(target, tmp_path: Path) -> None:
     from tests.proxy.conftest import create_topic, unique
 
     topic, group = unique("JSP"), unique("JSPG")
@@ -331,7 +351,11 @@ def node_sdk(tmp_path: Path, *args: str, timeout: float = 120) -> list[dict]:
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
-def test_node_sdk_send(target, tmp_path):
+def test_node_sdk_send(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, node_sdk_send)
+
+
+def node_sdk_send(target, tmp_path: Path) -> None:
     from tests.proxy.conftest import create_topic, unique
 
     topic = unique("NS")
@@ -345,7 +369,11 @@ def test_node_sdk_send(target, tmp_path):
         assert (m.body, m.tags, m.keys) == (f"node {i}".encode(), "TagN", f"kn{i}")
 
 
-def test_node_sdk_simple_consumer(target, tmp_path):
+def test_node_sdk_simple_consumer(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, node_sdk_simple_consumer)
+
+
+def node_sdk_simple_consumer(target, tmp_path: Path) -> None:
     from tests.proxy.conftest import create_topic, unique
 
     topic, group = unique("NC"), unique("NCG")
@@ -361,7 +389,11 @@ def test_node_sdk_simple_consumer(target, tmp_path):
     assert again == {"redelivered": views[-1]["id"], "attempt": 2}
 
 
-def test_node_sdk_fifo(target, tmp_path):
+def test_node_sdk_fifo(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, node_sdk_fifo)
+
+
+def node_sdk_fifo(target, tmp_path: Path) -> None:
     from tests.proxy.conftest import create_topic, unique
 
     topic = unique("NF")
@@ -384,11 +416,19 @@ def test_node_sdk_fifo(target, tmp_path):
         assert seqs == sorted(seqs)
 
 
-def test_node_sdk_transaction_check_back(target, tmp_path):
+def test_node_sdk_transaction_check_back(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, node_sdk_transaction_check_back)
+
+
+def node_sdk_transaction_check_back(target, tmp_path: Path) -> None:
     transaction_check_back(target, tmp_path, node_sdk, "NT")
 
 
-def test_node_sdk_push_consumer(target, tmp_path):
+def test_node_sdk_push_consumer(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, node_sdk_push_consumer)
+
+
+def node_sdk_push_consumer(target, tmp_path: Path) -> None:
     """The Node SDK's PushConsumer (1.0.8 has one): every message once acked; the one whose first
     delivery failed comes back as attempt 2."""
     from tests.proxy.conftest import create_topic, unique
@@ -401,7 +441,11 @@ def test_node_sdk_push_consumer(target, tmp_path):
     assert sorted(res["attempts"].values()) == [1, 1, 1, 1, 2], res
 
 
-def test_node_sdk_recall(target, tmp_path):
+def test_node_sdk_recall(target, tmp_path, request):
+    with_the_other_kinds(request, tmp_path, target, TARGETS, node_sdk_recall)
+
+
+def node_sdk_recall(target, tmp_path: Path) -> None:
     """The Node SDK's Producer.recallMessage (1.0.8): recalled twice (both times before the
     delivery time, so both are taken), a handle that does not decode refused by the proxy."""
     from tests.proxy.conftest import create_topic, unique

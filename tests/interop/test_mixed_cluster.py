@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import signal
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future
 
 import pytest
 
@@ -22,6 +24,7 @@ from tests.broker.conftest import Wire, create_topic
 
 from .conftest import start_apache, start_rmqtool_serve, stop_apache, stop_rmqtool_serve
 from .harness import JARS_NOT_BUILT, java_classpath
+from .side_by_side import side_by_side
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(300)]
 
@@ -95,7 +98,7 @@ def java_built():
         pytest.skip(JARS_NOT_BUILT)
 
 
-def test_rmqtool_broker_joins_an_apache_name_server(java_built, apache_broker, tmp_path):
+def test_rmqtool_broker_joins_an_apache_name_server(java_built, apache_broker, apache_in_ours, tmp_path):
     conf = tmp_path / "mix.conf"
     conf.write_text("brokerName=broker-rmq\n")
     mine = start_rmqtool_serve(tmp_path / "rmq", "-c", str(conf), "--namesrv-addr", apache_broker.namesrv)
@@ -118,7 +121,7 @@ def test_rmqtool_broker_joins_an_apache_name_server(java_built, apache_broker, t
     assert "broker-rmq" not in cluster(apache_broker.namesrv).brokerAddrTable  # UNREGISTER_BROKER
 
 
-def test_apache_broker_joins_the_rmqtool_name_server(java_built, tmp_path):
+def apache_broker_joins_the_rmqtool_name_server(tmp_path) -> None:
     # A serve of its own, logging at INFO: its stderr then names any request it did not support.
     ours = start_rmqtool_serve(tmp_path / "rmq", "--log-level", "INFO")
     try:
@@ -154,7 +157,7 @@ def apache_broker_in_rmqtool_name_server(ours, tmp_path) -> None:  # type: ignor
              "the Apache broker's UNREGISTER_BROKER")
 
 
-def test_acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout(java_built, tmp_path):
+def acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout(tmp_path) -> None:
     """enableSlaveActingMaster: the broker registers with heartbeatTimeoutMillis=10000 and then says
     QUERY_DATA_VERSION every second. Heartbeating, it outlives 10 s; frozen (channel still open,
     so no channel-close drop), our name server expires it after 10 s + one 5 s scan, not 120 s."""
@@ -176,3 +179,24 @@ def test_acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout(jav
             theirs.proc.wait()
     finally:
         assert stop_rmqtool_serve(ours) == 0
+
+
+@pytest.fixture(scope="module")
+def apache_in_ours(java_built, tmp_path_factory) -> Iterator[dict[str, Future]]:
+    """The two Apache-broker-in-our-name-server scenarios, started in the background side by side
+    (side_by_side) when the module's first test starts, each with its own serve and Apache broker:
+    each mostly waits (a 10 s registration period, a 16 s heartbeat stretch and the 10 s expiry),
+    so they overlap each other and the first test instead of running one after the other. Each
+    test re-raises its own scenario's failure (Future.result)."""
+    with side_by_side(tmp_path_factory, {
+            "joins": apache_broker_joins_the_rmqtool_name_server,
+            "expires": acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout}) as f:
+        yield f
+
+
+def test_apache_broker_joins_the_rmqtool_name_server(apache_in_ours):
+    apache_in_ours["joins"].result()
+
+
+def test_acting_master_apache_broker_expires_after_its_10s_heartbeat_timeout(apache_in_ours):
+    apache_in_ours["expires"].result()

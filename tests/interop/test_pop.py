@@ -28,8 +28,8 @@ SCENARIOS = ["pop-ack", "long-poll", "redelivery", "change-invisible", "batch-ac
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_java_client_pop_mode(any_broker, tmp_path_factory, scenario):
-    assert_java_scenario_ok("PopSuite", any_broker, tmp_path_factory, scenario, timeout=360)
+def test_java_client_pop_mode(any_broker, request, tmp_path_factory, scenario):
+    assert_java_scenario_ok("PopSuite", any_broker, request, tmp_path_factory, scenario, timeout=360)
 
 
 async def _probe(addr: str, topic: str, group: str) -> dict[str, tuple]:

@@ -16,11 +16,24 @@ from tests.pop_serve_helpers import ack, handles, pop_ext, pop_until, send
 from .conftest import start_apache, start_rmqtool_serve, stop_rmqtool_serve
 from .harness import require_java
 from .pop_helpers import revive_messages
+from .side_by_side import side_by_side
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(300)]
 TOPIC = "PopMerged"
 FLAG = "enablePopBufferMerge=true"
 APACHE_SIZES = ("mappedFileSizeCommitLog=67108864", "mappedFileSizeTimerLog=8388608")
+
+
+def wait_dispatched(w: Wire, topic: str, n: int, timeout: float = 30) -> None:
+    """Until queue 0's max offset (GET_MAX_OFFSET, the consume queue's) is `n`: a Java broker dispatches
+    a moment after the send's answer (ReputMessageService), later still on a loaded machine."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = w.request(30, {"topic": topic, "queueId": 0})
+        if r.code == 0 and int(r.ext_fields["offset"]) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{topic}: {n} messages not dispatched within {timeout} s")
 
 
 def scenario(addr: str) -> dict[str, object]:
@@ -31,7 +44,7 @@ def scenario(addr: str) -> dict[str, object]:
                            "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
         assert r.code == 0, r.remark
         send(w, TOPIC, 4)
-        time.sleep(1)  # dispatched to the consume queue on both: one pop takes all four
+        wait_dispatched(w, TOPIC, 4)  # in the consume queue on both: one pop takes all four
         for group, keep in (("cg_merged_all", ()), ("cg_merged_two", (b"m1", b"m3"))):
             got = handles(w.request(200050, pop_ext(TOPIC, group, invisible=10_000)))
             assert sorted(m.body for m, _ in got) == [b"m0", b"m1", b"m2", b"m3"]
@@ -54,27 +67,36 @@ def records(store, group: str) -> list[tuple]:
                   for m, body, uniq in revive_messages(store, f'"{group}"'.encode(), on_timer_only=True))
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    require_java()
-    got = {}
-    root = tmp_path_factory.mktemp("merge-apache")
+def apache_run(root) -> tuple:
+    """The scenario against Apache's broker 5.3.3 with buffer merge on, and the revive records it stored."""
     a = start_apache(root, FLAG, *APACHE_SIZES)
     try:
-        got["apache"] = scenario(a.broker), records(a.store, "cg_merged_all"), records(a.store, "cg_merged_two")
+        return scenario(a.broker), records(a.store, "cg_merged_all"), records(a.store, "cg_merged_two")
     finally:
         a.proc.kill()
         a.proc.wait()
-    root = tmp_path_factory.mktemp("merge-serve")
+
+
+def serve_run(root) -> tuple:
+    """The same against `rmqtool serve` with buffer merge on; its stderr must hold no traceback."""
     conf = root / "merge.conf"
     conf.write_text("transactionCheckInterval=1000\ntransactionTimeOut=1000\n" + FLAG + "\n")
     s = start_rmqtool_serve(root, "-c", str(conf))
     try:
-        got["rmqtool"] = scenario(s.broker), records(s.store, "cg_merged_all"), records(s.store, "cg_merged_two")
+        got = scenario(s.broker), records(s.store, "cg_merged_all"), records(s.store, "cg_merged_two")
     finally:
         assert stop_rmqtool_serve(s) == 0
     assert "Traceback" not in (root / "serve.stderr").read_text()
     return got
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Both brokers at once (side_by_side): each run mostly waits (the 10 s invisible time, the
+    revive), on a broker, ports and a store of its own."""
+    require_java()
+    with side_by_side(tmp_path_factory, {"merge-apache": apache_run, "merge-serve": serve_run}) as f:
+        return {"apache": f["merge-apache"].result(), "rmqtool": f["merge-serve"].result()}
 
 
 def test_apache_merges_as_expected(runs):

@@ -27,8 +27,8 @@ SCENARIOS = ["consume-all", "reconsume-later"]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_java_push_consumer_in_pop_mode(any_broker, tmp_path_factory, scenario):
-    assert_java_scenario_ok("PopPushSuite", any_broker, tmp_path_factory, scenario, timeout=240)
+def test_java_push_consumer_in_pop_mode(any_broker, request, tmp_path_factory, scenario):
+    assert_java_scenario_ok("PopPushSuite", any_broker, request, tmp_path_factory, scenario, timeout=240)
 
 
 def _heartbeat(client_id: str, group: str, topic: str, model: str = "CLUSTERING") -> bytes:

@@ -6,6 +6,8 @@ their invisible time, and the acked ones never do. Both directions."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
+from concurrent.futures import Future
 
 import pytest
 
@@ -14,6 +16,7 @@ from tests.pop_serve_helpers import ack, handles, pop_ext, pop_until, send
 
 from .conftest import start_apache, start_rmqtool_serve, stop_apache, stop_rmqtool_serve
 from .harness import require_java
+from .side_by_side import side_by_side
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow, pytest.mark.timeout(300)]
 TOPIC, GROUP = "PopMoved", "cg_moved"
@@ -59,8 +62,7 @@ def copy_store(src, dst) -> None:
     (dst / "lock").unlink(missing_ok=True)
 
 
-def test_apache_in_flight_state_is_redelivered_by_serve(tmp_path):
-    require_java()
+def apache_to_serve(tmp_path) -> None:
     a = start_apache(tmp_path / "apache")
     try:
         pop_four_ack_two(a.broker)
@@ -77,8 +79,7 @@ def test_apache_in_flight_state_is_redelivered_by_serve(tmp_path):
     assert "Traceback" not in (tmp_path / "serve" / "serve.stderr").read_text()
 
 
-def test_serve_in_flight_state_is_redelivered_by_apache(tmp_path):
-    require_java()
+def serve_to_apache(tmp_path) -> None:
     (tmp_path / "serve").mkdir()
     s = start_rmqtool_serve(tmp_path / "serve", "-c", str(_conf(tmp_path, "\n".join(APACHE_SIZES) + "\n")))
     try:
@@ -94,6 +95,23 @@ def test_serve_in_flight_state_is_redelivered_by_apache(tmp_path):
     finally:
         a.proc.kill()
         a.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def moves(tmp_path_factory) -> Iterator[dict[str, Future]]:
+    """Both directions at once (side_by_side): each mostly waits out its 25 s invisible time and the
+    revive, on brokers, ports and stores of its own."""
+    require_java()
+    with side_by_side(tmp_path_factory, {"apache-to-serve": apache_to_serve, "serve-to-apache": serve_to_apache}) as f:
+        yield f
+
+
+def test_apache_in_flight_state_is_redelivered_by_serve(moves):
+    moves["apache-to-serve"].result()
+
+
+def test_serve_in_flight_state_is_redelivered_by_apache(moves):
+    moves["serve-to-apache"].result()
 
 
 def _conf(tmp_path, text: str):
