@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from rmqtool.broker.controller import BrokerController
-from rmqtool.broker.send import encode_batch_body
 from rmqtool.broker.durable import install_sink
+from rmqtool.broker.send import encode_batch_body
 from rmqtool.broker.server import _ensure_delivery
 from rmqtool.layouts.javahash import hashmap_order
 from rmqtool.layouts.net import Host
