@@ -6,10 +6,12 @@ is stored on the request's topic and queue with its sysFlag, born time, born hos
 times. The properties are what `LocalBroker.send_batch` gives a MessageExt made from the same
 request (broker/send.py `_send_batch`): the inner map, the batch's own properties filling in
 what it lacks, a UNIQ_KEY where the client set none, CLUSTER, in the 5.x broker's HashMap order.
-They are split in C (`str.split` + `dict`) and checked without a per-entry loop. Each stored text
-is the inner entries plus the broker's, joined in the order `_plan` works out once per key
-shape, and goes with flags, bodies and index values to `MessageStore.put_encoded`: no map is
-encoded twice.
+A uniform body (what a Java producer sends: one body and text length, one key shape, values
+of the same lengths) is taken a column at a time (batchcolumns.py `uniform_columns`); any other
+goes through `_walk`, one message at a time: its text split in C (`str.split` + `dict`) and
+checked without a per-entry loop. Each stored text is the inner entries plus the broker's,
+in the order `plan_shape` works out once per key shape, and goes with flags, bodies and index
+values to `MessageStore.put_encoded` as each record's properties field: no map is encoded twice.
 
 Anything unusual makes `send_batch_body` return None before it changes anything, and the
 caller takes the per-message path, which gives the same records or the same error: a body that
@@ -166,7 +168,7 @@ def _walk(data: bytes, max_size: int, room: int, extra: list[tuple[str, str]], c
                 props = dict(map(split_entry, entries))
             except ValueError:  # an entry without a name-value separator: decode_properties drops it
                 return None
-            # every entry kept, none with a separator in its value or an empty value (names: _plan)
+            # every entry kept, none with a separator in its value or an empty value (names: plan_shape)
             if len(props) != len(entries) or text.count(nvsep) != len(entries) or "" in props.values():
                 return None
         else:
