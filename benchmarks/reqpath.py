@@ -1,7 +1,8 @@
-"""serve's request path in one process: single sends and pulls through `Connection.data_received`.
+"""serve's request path in one process: single and batch sends and pulls through `Connection.data_received`.
 
 Each request is a whole frame as Apache's Java client 5.x writes it (JSON header, the
-SEND_MESSAGE_V2 letters a..n plus `bname`, a 1 KiB body with UNIQ_KEY and WAIT; or a
+SEND_MESSAGE_V2 letters a..n plus `bname`, a 1 KiB body with UNIQ_KEY and WAIT; a
+SEND_BATCH_MESSAGE of 32 x 1 KiB as benchmarks/java's producer sends them; or a
 PULL_MESSAGE of 32 with a subscription), fed to `Connection.data_received` of a connection
 whose transport only keeps what is written. So one request costs what it costs serve's event
 loop thread: the frame read and header decode (remoting/command.py), the controller's dispatch
@@ -12,9 +13,11 @@ socket system calls or the loop's wake-ups.
 It prints CPU time per request (`resource.getrusage`, user + system). On a loaded machine
 compare instruction counts instead, which load does not move: run it under
 `valgrind --tool=callgrind --callgrind-out-file=/dev/null` with two counts and divide the
-difference of the "Collected" figures by the difference of the counts (start-up cancels).
+difference of the "Collected" figures by the difference of the counts (start-up cancels),
+after taking off those of `--build-only` runs of the same counts (making the frames).
 
     python benchmarks/reqpath.py send 20000
+    python benchmarks/reqpath.py batch 1000       # batches of 32: also prints CPU per message
     python benchmarks/reqpath.py pull 2000        # pulls of 32 from 1,024 preloaded messages
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import resource
 import shutil
@@ -33,7 +37,9 @@ from typing import Any
 
 from rmqtool.broker.controller import BrokerController
 from rmqtool.broker.durable import install_sink
+from rmqtool.broker.send import encode_batch_body
 from rmqtool.broker.server import _ensure_delivery
+from rmqtool.layouts.javahash import hashmap_order
 from rmqtool.layouts.net import Host
 from rmqtool.remoting.command import RemotingCommand
 from rmqtool.remoting.transport import Connection
@@ -42,6 +48,10 @@ from rmqtool.store.local import LocalBroker
 
 TOPIC = "ReqPathBench"
 PULL_SPAN = 32  # pulls cycle over the first 32 x 32 messages of one queue
+BATCH = 32  # LoadGen.BATCH
+BATCH_BODY = bytes((i * 7) % 251 for i in range(1024))  # LoadGen.BODY
+# MessageClientIDSetter's FIX_STRING: IPv4, pid, class loader hash (20 hex digits)
+FIX_STRING = f"7F000001{os.getpid() & 0xFFFF:04X}18B4AAC2"
 
 
 class _Transport:
@@ -80,6 +90,35 @@ def send_frame(i: int, queue_id: int = 0, size: int = 1024) -> bytes:
     return cmd.encode()
 
 
+def _java_properties(props: dict[str, str]) -> str:
+    """`MessageDecoder.messageProperties2String` of a HashMap filled in this order."""
+    return "".join([f"{k}\x01{props[k]}\x02" for k in _hashmap_order(tuple(props))])
+
+
+@functools.lru_cache
+def _hashmap_order(keys: tuple[str, ...]) -> list[str]:
+    return hashmap_order(list(keys))
+
+
+def batch_frame(i: int, queue_id: int = 0) -> bytes:
+    """SEND_BATCH_MESSAGE as `DefaultMQProducer.send(Collection, MessageQueue)` of the Java client
+    5.3.3 writes benchmarks/java's batch: 32 `new Message(topic, "bench", BODY)` (TAGS, then WAIT
+    from the constructor), each given its UNIQ_KEY by `batch()`, then the MessageBatch its own
+    (WAIT from `generateFromList`); `MessageBatch.encode` -> `MessageDecoder.encodeMessages`."""
+    ms = (i * 3) & 0x7FFFFFFF  # time since the month's start: the ids' middle field, a few ms a batch
+    first = i * (BATCH + 1)
+    uniq = [f"{FIX_STRING}{ms:08X}{(first + k) & 0xFFFF:04X}" for k in range(BATCH + 1)]
+    items = [(0, BATCH_BODY, _java_properties({"TAGS": "bench", "WAIT": "true", "UNIQ_KEY": uniq[k]}))
+             for k in range(BATCH)]
+    ext = {"a": "bench_pg", "b": TOPIC, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+           "g": str(int(time.time() * 1000)), "h": "0",
+           "i": _java_properties({"WAIT": "true", "UNIQ_KEY": uniq[BATCH]}), "j": "0", "k": "false",
+           "m": "true", "n": "broker-a", "bname": "broker-a"}
+    cmd = RemotingCommand.request(320, ext, encode_batch_body(items))
+    cmd.opaque = i
+    return cmd.encode()
+
+
 def pull_frame(i: int, offset: int, queue_id: int = 0) -> bytes:
     """PULL_MESSAGE of 32 as `DefaultMQPullConsumer.pull` writes it (no suspend)."""
     ext = {"consumerGroup": "bench_cg", "topic": TOPIC, "queueId": str(queue_id), "queueOffset": str(offset),
@@ -90,7 +129,7 @@ def pull_frame(i: int, offset: int, queue_id: int = 0) -> bytes:
     return cmd.encode()
 
 
-async def run(kind: str, count: int, root: Path) -> float:
+async def run(kind: str, count: int, root: Path, build_only: bool = False) -> float:
     install_sink()  # as Serve.start does
     local = LocalBroker.open(root, StoreConfig(flush_disk_type="ASYNC_FLUSH"))
     _ensure_delivery(local)
@@ -104,8 +143,13 @@ async def run(kind: str, count: int, root: Path) -> float:
             for i in range(32 * PULL_SPAN):  # the same preload whatever the count: it cancels
                 conn.data_received(send_frame(i))
             frames = [pull_frame(i, 32 * (i % PULL_SPAN)) for i in range(count)]
+        elif kind == "batch":  # LoadGen's round robin over the topic's queues
+            queues = local.topics.select(TOPIC).write_queue_nums
+            frames = [batch_frame(i, i % queues) for i in range(count)]
         else:
             frames = [send_frame(i) for i in range(count)]
+        if build_only:
+            return 0.0
         transport.writes = 0
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         for f in frames:
@@ -113,6 +157,8 @@ async def run(kind: str, count: int, root: Path) -> float:
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         if transport.writes != count:
             raise SystemExit(f"{transport.writes} answers to {count} requests")
+        if kind == "batch" and b'"code":0' not in transport.last:
+            raise SystemExit(f"the last batch failed: {transport.last[:300]!r}")
         return (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / count * 1e6
     finally:
         ctl.executor.shutdown(wait=False)
@@ -121,15 +167,18 @@ async def run(kind: str, count: int, root: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("kind", choices=["send", "pull"])
+    ap.add_argument("kind", choices=["send", "batch", "pull"])
     ap.add_argument("count", type=int)
+    ap.add_argument("--build-only", action="store_true",
+                    help="make the frames and stop: what to take off a callgrind count of the same count")
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="reqpath-")
     try:
-        us = asyncio.run(run(args.kind, args.count, Path(d) / "store"))
+        us = asyncio.run(run(args.kind, args.count, Path(d) / "store", args.build_only))
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    print(f"{args.kind}: {args.count} requests, {us:.1f} µs of CPU per request", file=sys.stderr)
+    per = f", {us / BATCH:.2f} µs per message" if args.kind == "batch" else ""
+    print(f"{args.kind}: {args.count} requests, {us:.1f} µs of CPU per request{per}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate, chain, repeat
+from operator import add
 from typing import Any
 
 from rmqtool.errors import StoreError
@@ -48,6 +49,9 @@ from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import build_index_columns
 
 _I16 = struct.Struct(">h")
+_MASK31 = 0x7FFFFFFF  # a record's bodyCRC: crc32 & 0x7FFFFFFF
+# each record's UNIQ_KEY and KEYS values, the two columns of its index keys
+_IndexColumns = tuple[list["str | None"], list["str | None"]]
 # totalSize .. bodyLength for each (bornHost v6, storeHost v6), as `encode_record_parts` packs it
 _FIXED = {
     (born_v6, store_v6): struct.Struct(f">iiiiiqqiq{20 if born_v6 else 8}sq{20 if store_v6 else 8}siqi")
@@ -154,9 +158,10 @@ def put_batch(store: Any, topic: str, queue_id: int | list[int], sys_flag: int, 
     totals: list[int] = []
     crcs: list[int] = []
     codes: list[int] = []
-    index_keys: list[tuple[str | None, str | None]] = []
-    add_field, add_total, add_crc, add_code, add_keys = (props_fields.append, totals.append, crcs.append,
-                                                         codes.append, index_keys.append)
+    uniq_values: list[str | None] = []
+    keys_values: list[str | None] = []
+    add_field, add_total, add_crc, add_code, add_uniq, add_keys = (
+        props_fields.append, totals.append, crcs.append, codes.append, uniq_values.append, keys_values.append)
     tag_codes: dict[str | None, int] = {}
     tags_key, uniq, keys = P.TAGS, P.UNIQ_KEY, P.KEYS
     try:
@@ -173,18 +178,21 @@ def put_batch(store: Any, topic: str, queue_id: int | list[int], sys_flag: int, 
             if code is None:
                 code = tag_codes[tags] = java_string_hash(tags) if tags else 0
             add_code(code)
-            add_keys((get(uniq), get(keys)))
+            add_uniq(get(uniq))
+            add_keys(get(keys))
     except TypeError:  # a None or non-str entry: the encoder's slow path
         return None
     return _append(store, topic, queue_id, layout, born_timestamp, reconsume_times, flags, bodies, props_fields,
-                   totals, crcs, codes, index_keys, props_list)
+                   totals, crcs, codes, (uniq_values, keys_values), props_list)
 
 
 def put_encoded(store: Any, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
-                reconsume_times: int, flags: list[int], bodies: list[memoryview], props_b: list[bytes],
-                tags: list[str | None], uniqs: list[str | None], keys: list[str | None]) -> BatchPutResult | None:
-    """`put_batch` of maps already encoded (`props_b`, each map's stored text in UTF-8) with
-    their TAGS, UNIQ_KEY and KEYS values, or None (nothing done) when `put_batch` must.
+                reconsume_times: int, flags: list[int], bodies: list[memoryview] | list[bytes],
+                props_fields: list[bytes], tags: list[str | None], uniqs: list[str | None],
+                keys: list[str | None]) -> BatchPutResult | None:
+    """`put_batch` of maps already encoded (`props_fields`, each record's properties field: the
+    length, then the map's stored text in UTF-8) with their TAGS, UNIQ_KEY and KEYS values, or
+    None (nothing done) when `put_batch` must.
 
     A SEND_BATCH_MESSAGE's maps are the inner text's entries re-ordered around the broker's
     (store/sendbatch.py): encoding them again from dicts cost more than the rest of the
@@ -197,18 +205,15 @@ def put_encoded(store: Any, topic: str, queue_id: int, sys_flag: int, born_times
     if layout is None:
         return None
     lens = list(map(len, bodies))
-    plens = list(map(len, props_b))
-    if max(plens) > MAX_PROPERTIES_LENGTH or max(lens) > store.config.max_message_size:
+    flens = list(map(len, props_fields))
+    if max(flens) > MAX_PROPERTIES_LENGTH + 2 or max(lens) > store.config.max_message_size:
         return None  # put_messages refuses it, with its words
-    i16 = _I16.pack
-    fields = [i16(n) + b for n, b in zip(plens, props_b, strict=True)]
-    fixed = layout.fixed_size
-    totals = [fixed + n + m for n, m in zip(lens, plens, strict=True)]
-    crcs = [c & 0x7FFFFFFF for c in map(crc32, bodies)]
+    totals = list(map(add, repeat(layout.fixed_size - 2), map(add, lens, flens)))  # a field has 2 length bytes
+    crcs = list(map(_MASK31.__and__, map(crc32, bodies)))
     tag_codes = {t: java_string_hash(t) if t else 0 for t in set(tags)}
     codes = list(map(tag_codes.__getitem__, tags))
-    return _append(store, topic, queue_id, layout, born_timestamp, reconsume_times, flags, bodies, fields, totals,
-                   crcs, codes, list(zip(uniqs, keys, strict=True)), [])
+    return _append(store, topic, queue_id, layout, born_timestamp, reconsume_times, flags, bodies, props_fields,
+                   totals, crcs, codes, (uniqs, keys), [])
 
 
 def put_bodies(store: Any, topic: str, queue_id: int, bodies: list[bytes], properties: dict[str, str],
@@ -261,9 +266,8 @@ def put_bodies(store: Any, topic: str, queue_id: int, bodies: list[bytes], prope
     tags = properties.get(P.TAGS)
     codes = [java_string_hash(tags) if tags else 0] * n
     keys = properties.get(P.KEYS)
-    index_keys = [(u, keys) for u in uniq_keys]
     return _append(store, topic, queue_id, layout, born_timestamp, 0, [flag] * n, bodies, props_fields, totals,
-                   crcs, codes, index_keys, [properties] * n)
+                   crcs, codes, (list(uniq_keys), [keys] * n), [properties] * n)
 
 
 def put_fields(store: Any, topic: str, queue_ids: list[int], born_timestamp: int, born_host: Host,
@@ -287,12 +291,12 @@ def put_fields(store: Any, topic: str, queue_ids: list[int], born_timestamp: int
     crcs = [c & 0x7FFFFFFF for c in map(crc32, bodies)]
     n = len(bodies)
     return _append(store, topic, queue_ids, layout, born_timestamp, 0, flags, bodies, props_fields, totals, crcs,
-                   [0] * n, list(zip(uniq_keys, [None] * n, strict=True)), [])
+                   [0] * n, (list(uniq_keys), [None] * n), [])
 
 
 def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, born_timestamp: int, reconsume_times: int,
             flags: list[int], bodies: list[bytes] | list[memoryview], props_fields: list[bytes], totals: list[int],
-            crcs: list[int], tag_codes: list[int], index_keys: list[tuple[str | None, str | None]],
+            crcs: list[int], tag_codes: list[int], index_keys: _IndexColumns,
             props_list: list[dict[str, str]]) -> BatchPutResult | None:
     """The records under the put lock, their units and index keys; the flush and HA waits after."""
     config = store.config
@@ -380,7 +384,7 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
 
 
 def _dispatch(store: Any, topic: str, runs: dict[int, list[tuple[int, int, int, int]]], offsets: list[int],
-              index_keys: list[tuple[str | None, str | None]], now: int) -> None:
+              index_keys: _IndexColumns, now: int) -> None:
     """Each queue's units and the index keys in record order (`Dispatcher.dispatch_appended`)."""
     dispatcher = store.dispatcher
     try:
@@ -390,7 +394,7 @@ def _dispatch(store: Any, topic: str, runs: dict[int, list[tuple[int, int, int, 
         dispatcher.last_cq_store_timestamp = now
         index = dispatcher.index
         if index is not None and offsets:
-            uniqs, texts = zip(*index_keys, strict=True)
-            build_index_columns(index, [topic] * len(offsets), now, offsets, list(uniqs), list(texts))
+            uniqs, texts = index_keys
+            build_index_columns(index, [topic] * len(offsets), now, offsets, uniqs, texts)
     except (StoreError, OSError) as e:
         store.dispatch_failed(e)

@@ -10,6 +10,8 @@ live here too, so that index.py (the files and look-ups) and this module share t
 from __future__ import annotations
 
 import struct
+from itertools import chain, repeat
+from operator import add, itemgetter, mod, mul
 from typing import Any
 
 from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
@@ -22,6 +24,8 @@ _pack_entry = INDEX_ENTRY.pack_into
 # two entries side by side: a usual record's UNIQ_KEY and KEYS entries in one call
 _ENTRY_PAIR = struct.Struct(">" + INDEX_ENTRY.format.lstrip("<>!=@") * 2)
 _I32_MAX = 0x7FFFFFFF
+_entry_runs: dict[int, struct.Struct] = {}  # n entries side by side, for `_put_distinct`
+_first = itemgetter(0)
 
 
 def index_key_hash(key: str) -> int:
@@ -63,6 +67,69 @@ def _time_diff(begin_timestamp: int, store_timestamp: int) -> int:
     return 0 if diff < 0 else (_I32_MAX if diff > _I32_MAX else diff)
 
 
+def _slot_positions(hashes: list[int], slots: int) -> list[int]:
+    """Each hash's slot's position in the file: `INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE`, in C."""
+    return list(map(add, repeat(INDEX_HEADER_SIZE), map(mul, map(mod, hashes, repeat(slots)),
+                                                        repeat(INDEX_SLOT_SIZE))))
+
+
+def _pairs(a: list[int], b: list[int]) -> list[int]:
+    """a[0], b[0], a[1], b[1], ...: a record's UNIQ_KEY and KEYS columns in entry order."""
+    return list(chain.from_iterable(zip(a, b, strict=True)))
+
+
+def _put_distinct(f: Any, hashes: list[int], slot_positions: list[int], phys: list[int], time_diff: int) -> bool:
+    """The entries of keys that all fall in different slots, each slot holding a valid or no
+    entry, written a column at a time (one pack of every entry, the slots by one map); False,
+    with nothing written, for anything else (the caller's per-key loop then takes them).
+
+    `IndexFile.putKey` per key in order: an entry holds its slot's previous value (0 for a
+    slot that was empty or held more than the file's count, which then counts as a new slot),
+    then the slot holds the entry's number. Slots no earlier key of the run wrote read the
+    same before the run as at their key, so the values are read first, all at once. The
+    caller has made sure the file has room for every key and already holds its first."""
+    n = len(hashes)
+    if len(set(slot_positions)) != n:
+        return False
+    mm, count = f.mm, f.index_count
+    prevs = list(map(_first, map(_I32.unpack_from, repeat(mm, n), slot_positions)))
+    if min(prevs) < 0 or max(prevs) > count:  # a stale value (crash): the loop's rule per key
+        return False
+    run = _entry_runs.get(n)
+    if run is None:
+        if len(_entry_runs) > 256:
+            _entry_runs.clear()
+        run = _entry_runs[n] = struct.Struct(">" + "iqii" * n)
+    f.ensure_entries(count + n)  # every entry has its blocks before any is written
+    run.pack_into(mm, f.entries_base + count * INDEX_ENTRY_SIZE,
+                  *chain.from_iterable(zip(hashes, phys, repeat(time_diff, n), prevs, strict=True)))
+    any(map(_pack_i32, repeat(mm, n), slot_positions, range(count, count + n)))  # each returns None: all run
+    f.index_count = count + n
+    f.hash_slot_count += prevs.count(0)
+    return True
+
+
+def _build_uniq_only(service: Any, records: list[IndexRecord]) -> bool:
+    """`build_batch` of records of one topic and store time, each with a UNIQ_KEY and no KEYS
+    (a Java producer's batch sent without keys), into the last file when it has room for them
+    all, already holds its first key and has indexed none of them; False (nothing done) else."""
+    topics, phys, stamps, uniq_keys, key_texts = zip(*records, strict=True)
+    n = len(records)
+    f = service.files[-1] if service.files else None
+    if (f is None or f.index_count <= 1 or f.index_count + n > f.index_num or phys[0] < f.end_phy_offset
+            or any(key_texts) or not all(uniq_keys) or topics.count(topics[0]) != n
+            or stamps.count(stamps[0]) != n or (n > 1 and sorted(phys) != list(phys))):
+        return False
+    ts = stamps[0]
+    hashes = index_key_hashes(list(uniq_keys), topics[0] + "#")
+    if not _put_distinct(f, hashes, _slot_positions(hashes, f.hash_slot_num), list(phys),
+                         _time_diff(f.begin_timestamp, ts)):
+        return False
+    f.end_phy_offset = phys[-1]
+    f.end_timestamp = ts
+    f._write_header()
+    return True
+
 
 def build_batch(service: Any, records: list[IndexRecord]) -> None:
     """`build_index` for each record in order, with every key hashed at once.
@@ -72,7 +139,7 @@ def build_batch(service: Any, records: list[IndexRecord]) -> None:
     only when the file is opened). A new file is named after the store time of the record
     that needs it, as `build_index(..., now_ms=storeTimestamp)` does for dispatch.
     """
-    if not records:
+    if not records or _build_uniq_only(service, records):
         return
     suffixes: list[str] = []
     counts: list[int] = []  # keys per record
@@ -181,11 +248,17 @@ def build_usual(service: Any, topic: str, store_timestamp: int, phys: list[int],
     count = f.index_count
     f.ensure_entries(count + 2 * n)  # every entry has its blocks before any is written
     slots = f.hash_slot_num
-    uniq_slots = [INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE for h in uniq_hashes]
-    key_slots = [INDEX_HEADER_SIZE + (h % slots) * INDEX_SLOT_SIZE for h in key_hashes]
+    uniq_slots = _slot_positions(uniq_hashes, slots)
+    key_slots = _slot_positions(key_hashes, slots)
+    time_diff = _time_diff(f.begin_timestamp, store_timestamp)
+    if _put_distinct(f, _pairs(uniq_hashes, key_hashes), _pairs(uniq_slots, key_slots), _pairs(phys, phys),
+                     time_diff):  # the usual: every key in a slot of its own
+        f.end_phy_offset = phys[-1]
+        f.end_timestamp = store_timestamp
+        f._write_header()
+        return
     mm, slot_count = f.mm, f.hash_slot_count
     unpack_i32, pack_i32, pack_pair = _I32.unpack_from, _pack_i32, _ENTRY_PAIR.pack_into
-    time_diff = _time_diff(f.begin_timestamp, store_timestamp)
     pos = f.entries_base + count * INDEX_ENTRY_SIZE
     for phy, h1, s1, h2, s2 in zip(phys, uniq_hashes, uniq_slots, key_hashes, key_slots, strict=True):
         prev1 = unpack_i32(mm, s1)[0]

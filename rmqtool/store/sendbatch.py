@@ -6,10 +6,12 @@ is stored on the request's topic and queue with its sysFlag, born time, born hos
 times. The properties are what `LocalBroker.send_batch` gives a MessageExt made from the same
 request (broker/send.py `_send_batch`): the inner map, the batch's own properties filling in
 what it lacks, a UNIQ_KEY where the client set none, CLUSTER, in the 5.x broker's HashMap order.
-They are split in C (`str.split` + `dict`) and checked without a per-entry loop. Each stored text
-is the inner entries plus the broker's, joined in the order `_plan` works out once per key
-shape, and goes with flags, bodies and index values to `MessageStore.put_encoded`: no map is
-encoded twice.
+A uniform body (what a Java producer sends: one body and text length, one key shape, values
+of the same lengths) is taken a column at a time (batchcolumns.py `uniform_columns`); any other
+goes through `_walk`, one message at a time: its text split in C (`str.split` + `dict`) and
+checked without a per-entry loop. Each stored text is the inner entries plus the broker's,
+in the order `plan_shape` works out once per key shape, and goes with flags, bodies and index
+values to `MessageStore.put_encoded` as each record's properties field: no map is encoded twice.
 
 Anything unusual makes `send_batch_body` return None before it changes anything, and the
 caller takes the per-message path, which gives the same records or the same error: a body that
@@ -21,8 +23,7 @@ no born time, a topic not yet created or not writable, a forbidden topic.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from operator import itemgetter, methodcaller
+from operator import methodcaller
 from typing import Any
 
 from rmqtool.errors import InvalidInput, InvalidMessage
@@ -30,6 +31,7 @@ from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH, RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.net import Host
+from rmqtool.store.batchcolumns import Plan, plan_shape, uniform_columns
 from rmqtool.store.batchput import _SCHEDULE_KEYS, BatchPutResult
 from rmqtool.validators import check_body, check_send_topic
 
@@ -39,8 +41,8 @@ _split_entry = methodcaller("split", P.NAME_VALUE_SEPARATOR, 1)
 # room kept for what the broker adds to a map (UNIQ_KEY, CLUSTER's key and separators)
 _ADDED_ROOM = 64
 _CLIENT_BORN_HOST = Host("127.0.0.1", 0)  # a MessageExt's own born host, which send_batch keeps
-# a key shape's stored order (indexes into inner entries + added ones), added entries, UNIQ_KEY to make
-_Plan = tuple[Callable[[list[str]], tuple[str, ...]], list[str], bool]
+_Walked = tuple[list[int], list[memoryview], list[dict[str, str]], list[bytes], list["str | None"],
+                list["str | None"], list["str | None"], list[tuple[int, list[str], Plan]]]
 
 
 def _clean_entries(props: dict[str, str]) -> bool:
@@ -50,34 +52,6 @@ def _clean_entries(props: dict[str, str]) -> bool:
                 or "\x01" in v or "\x02" in v):
             return False
     return True
-
-
-def _plan(shape: tuple[str, ...], extra: list[tuple[str, str]], cluster: str) -> _Plan | None:
-    """How a map of inner keys `shape` (in the body's order) is stored: the entries the broker
-    adds, and the HashMap order of them all as indexes into the inner entries followed by
-    those; None when a key is empty or asks the schedule hook for something.
-
-    As `_send_batch` + `LocalBroker._prepare` build it: the batch's properties fill in what
-    the map lacks, a UNIQ_KEY where it has none, CLUSTER set (in its place if present), then
-    `broker_order`."""
-    if "" in shape or not _SCHEDULE_KEYS.isdisjoint(shape):
-        return None
-    nvsep = P.NAME_VALUE_SEPARATOR
-    where = {k: i for i, k in enumerate(shape)}
-    added: list[str] = []
-    for k, v in extra:
-        if k not in where:
-            where[k] = len(shape) + len(added)
-            added.append(k + nvsep + v)
-    need_uniq = P.UNIQ_KEY not in where
-    if need_uniq:
-        where[P.UNIQ_KEY] = -1  # placed below, after CLUSTER's entry
-    where[P.CLUSTER] = len(shape) + len(added)
-    added.append(P.CLUSTER + nvsep + cluster)
-    if need_uniq:
-        where[P.UNIQ_KEY] = len(shape) + len(added)  # the id generated for each message
-    order = P.broker_order(dict.fromkeys(where, ""), owned=True)
-    return itemgetter(*[where[k] for k in order]), added, need_uniq
 
 
 def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_props: dict[str, str],
@@ -100,20 +74,75 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
     room = MAX_PROPERTIES_LENGTH - len(P.encode_properties(batch_props).encode("utf-8")) - len(
         cluster.encode("utf-8")) - _ADDED_ROOM
     max_size = local.config.max_message_size
-    unpack_head, unpack_i16 = _BATCH_HEAD.unpack_from, _I16.unpack_from
+    defaults = batch_props.get(P.TAGS), batch_props.get(P.UNIQ_KEY), batch_props.get(P.KEYS)
+    store = local.store
+    put_encoded = getattr(store, "put_encoded", None)
+    if put_encoded is not None:
+        columns = uniform_columns(data, max_size, room, extra, cluster, defaults)
+        if columns is not None:  # the walk below would hand put_encoded the same
+            result = put_encoded(topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, *columns)
+            if result is not None:
+                return result
+    walked = _walk(data, max_size, room, extra, cluster, defaults)
+    if walked is None:
+        return None
+    flags, bodies, maps, fields, tags, uniqs, keys, pending = walked
+    # LocalBroker._prepare, from here on for every message: nothing below can fall back
+    clock, create = local.clock, local.uniq_keys.create
+    psep, uniq_key = P.PROPERTY_SEPARATOR, P.UNIQ_KEY
+    uniq_head, join, i16 = uniq_key + P.NAME_VALUE_SEPARATOR, psep.join, _I16.pack
+    created: dict[int, str] = {}
+    for i, entries, (order, added, _, _) in pending:  # in message order, as _prepare makes them
+        uniqs[i] = created[i] = uniq = create(clock())
+        text = (join(order([*entries, *added, uniq_head + uniq])) + psep).encode("utf-8")
+        fields[i] = i16(len(text)) + text
+    if put_encoded is not None:
+        result = put_encoded(topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags, bodies,
+                             fields, tags, uniqs, keys)
+        if result is not None:
+            return result
+    broker_order, cluster_key = P.broker_order, P.CLUSTER
+    for i, props in enumerate(maps):  # the maps themselves
+        for k, v in extra:
+            props.setdefault(k, v)
+        if i in created:
+            props[uniq_key] = created[i]
+        props[cluster_key] = cluster
+        maps[i] = broker_order(props, owned=True)
+    result = store.put_batch(topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags, bodies,
+                             maps)
+    if result is not None:
+        return result
+    # a new CommitLog file, a hook, a slave's acks...: the MessageExts put_messages needs
+    store_host = local.store_host
+    msgs = [MessageExt(topic, bytes(body), queue_id, flag, props, sys_flag, born_timestamp, born_host,
+                       store_host=store_host, reconsume_times=reconsume_times)
+            for flag, body, props in zip(flags, bodies, maps, strict=True)]
+    results = store.put_messages(msgs)
+    status = next((r.status for r in results if r.status != "PUT_OK"), "PUT_OK")
+    return BatchPutResult(str(getattr(status, "value", status)), store.store_host,
+                          [r.wrote_offset for r in results], results[0].queue_offset)
+
+
+def _walk(data: bytes, max_size: int, room: int, extra: list[tuple[str, str]], cluster: str,
+          defaults: tuple[str | None, str | None, str | None]) -> _Walked | None:
+    """Each inner message's flag, body, map, properties field (its stored text, empty where the
+    UNIQ_KEY is made later), TAGS, UNIQ_KEY and KEYS values, one at a time; None for anything
+    unusual. `pending` lists the messages whose UNIQ_KEY the broker makes, with their entries."""
+    unpack_head, unpack_i16, i16 = _BATCH_HEAD.unpack_from, _I16.unpack_from, _I16.pack
     psep, nvsep, split_entry = P.PROPERTY_SEPARATOR, P.NAME_VALUE_SEPARATOR, _split_entry
-    plans: dict[tuple[str, ...], _Plan | None] = {}
+    plans: dict[tuple[str, ...], Plan | None] = {}
     tags_key, uniq_key, keys_key = P.TAGS, P.UNIQ_KEY, P.KEYS
-    dtags, duniq, dkeys = batch_props.get(tags_key), batch_props.get(uniq_key), batch_props.get(keys_key)
+    dtags, duniq, dkeys = defaults
     join = psep.join
     flags: list[int] = []
     bodies: list[memoryview] = []
     maps: list[dict[str, str]] = []
-    texts: list[bytes] = []  # each map's stored text, in UTF-8
+    fields: list[bytes] = []  # each map's stored text in UTF-8 after its length
     tags: list[str | None] = []
     uniqs: list[str | None] = []
     keys: list[str | None] = []
-    pending: list[tuple[int, list[str], _Plan]] = []  # messages whose UNIQ_KEY is made below
+    pending: list[tuple[int, list[str], Plan]] = []  # messages whose UNIQ_KEY is made later
     view = memoryview(data)  # bodies are views of the request: copied once, into the mapped file
     p, n = 0, len(data)
     while p < n:
@@ -139,7 +168,7 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
                 props = dict(map(split_entry, entries))
             except ValueError:  # an entry without a name-value separator: decode_properties drops it
                 return None
-            # every entry kept, none with a separator in its value or an empty value (names: _plan)
+            # every entry kept, none with a separator in its value or an empty value (names: plan_shape)
             if len(props) != len(entries) or text.count(nvsep) != len(entries) or "" in props.values():
                 return None
         else:
@@ -147,16 +176,17 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
         shape = tuple(props)
         plan = plans.get(shape, False)
         if plan is False:
-            plan = plans[shape] = _plan(shape, extra, cluster)
+            plan = plans[shape] = plan_shape(shape, extra, cluster)
         if plan is None:
             return None
         get = props.get
         if plan[2]:
-            pending.append((len(texts), entries, plan))
-            texts.append(b"")
+            pending.append((len(fields), entries, plan))
+            fields.append(b"")
             uniqs.append(None)
         else:
-            texts.append((join(plan[0](entries + plan[1])) + psep).encode("utf-8"))
+            stored = (join(plan[0](entries + plan[1])) + psep).encode("utf-8")
+            fields.append(i16(len(stored)) + stored)
             uniqs.append(get(uniq_key, duniq))
         tags.append(get(tags_key, dtags))
         keys.append(get(keys_key, dkeys))
@@ -166,41 +196,7 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
         p = end
     if not maps:
         return None
-    # LocalBroker._prepare, from here on for every message: nothing below can fall back
-    clock, create = local.clock, local.uniq_keys.create
-    uniq_head = uniq_key + nvsep
-    created: dict[int, str] = {}
-    for i, entries, (order, added, _) in pending:  # in message order, as _prepare makes them
-        uniqs[i] = created[i] = uniq = create(clock())
-        texts[i] = (join(order([*entries, *added, uniq_head + uniq])) + psep).encode("utf-8")
-    store = local.store
-    put_encoded = getattr(store, "put_encoded", None)
-    if put_encoded is not None:
-        result = put_encoded(topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags, bodies,
-                             texts, tags, uniqs, keys)
-        if result is not None:
-            return result
-    broker_order, cluster_key = P.broker_order, P.CLUSTER
-    for i, props in enumerate(maps):  # the maps themselves
-        for k, v in extra:
-            props.setdefault(k, v)
-        if i in created:
-            props[uniq_key] = created[i]
-        props[cluster_key] = cluster
-        maps[i] = broker_order(props, owned=True)
-    result = store.put_batch(topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times, flags, bodies,
-                             maps)
-    if result is not None:
-        return result
-    # a new CommitLog file, a hook, a slave's acks...: the MessageExts put_messages needs
-    store_host = local.store_host
-    msgs = [MessageExt(topic, bytes(body), queue_id, flag, props, sys_flag, born_timestamp, born_host,
-                       store_host=store_host, reconsume_times=reconsume_times)
-            for flag, body, props in zip(flags, bodies, maps, strict=True)]
-    results = store.put_messages(msgs)
-    status = next((r.status for r in results if r.status != "PUT_OK"), "PUT_OK")
-    return BatchPutResult(str(getattr(status, "value", status)), store.store_host,
-                          [r.wrote_offset for r in results], results[0].queue_offset)
+    return flags, bodies, maps, fields, tags, uniqs, keys, pending
 
 
 def send_bodies(local: Any, topic: str, queue_id: int, bodies: list[bytes], properties: dict[str, str],
