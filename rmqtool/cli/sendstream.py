@@ -9,20 +9,17 @@ lines into lists of at most `size` bodies and hands a list over as soon as it is
 `flush_s` after its first line, whichever is first: a steady pipe is sent in full batches, a
 trickle within `flush_s` of each line.
 
-A pipe on stdin is widened to PIPE_BYTES first (`widen_pipe`): with Linux's default 64 KiB a
-writer such as `cat` or `seq` fills it and sleeps, the reader empties it and sleeps, 17 times
-per MiB; at 1 MiB a read takes a whole READ_CHUNK (half the context switches measured for a
-300,000-line `replay --jsonl`, and 16x fewer reads and queue hand-offs). A read of short lines
-is queued QUEUE_LINES at a time, so that what is read ahead stays a few MB of objects (a
-whole 1 MiB read of `seq` lines is 150,000 of them) and a batch is not cut from a list of
-that length (each cut copies the rest).
+A read of short lines is queued QUEUE_LINES at a time, so that what is read ahead stays a few
+MB of objects (a whole 1 MiB read of `seq` lines from a file is 150,000 of them) and a batch
+is not cut from a list of that length (each cut copies the rest). A pipe is read at the size
+it has: widened to 1 MiB (F_SETPIPE_SZ) it halved the context switches of a `cat | replay
+--jsonl` but took 5-13% more CPU (1 MiB reads are parsed out of cache; 64 KiB ones in it).
 """
 
 from __future__ import annotations
 
 import os
 import queue
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -34,36 +31,8 @@ READ_CHUNK = 1 << 20  # bytes per read(2)
 QUEUE_CHUNKS = 8  # chunks read ahead of the sender at most
 QUEUE_LINES = 4096  # lines per chunk at most: 1 MiB of `seq` is 150,000 bytes objects (7 MB)
 FLUSH_S = 0.2  # a partial batch waits at most this long for more lines
-PIPE_BYTES = 1 << 20  # a pipe read from is widened to this (the kernel caps it at pipe-max-size)
 
 _EOF = object()
-
-
-def widen_pipe(fd: int, size: int = PIPE_BYTES) -> int | None:
-    """Widen the pipe `fd` reads to `size` bytes (fcntl F_SETPIPE_SZ, Linux only), or to
-    /proc/sys/fs/pipe-max-size when that is less; never narrows it. The pipe's size after, or
-    None when `fd` is no pipe (a file, a terminal) or the kernel refuses (the user's pipe
-    pages used up: the pipe is read as it is)."""
-    try:
-        import fcntl
-
-        set_size, get_size = fcntl.F_SETPIPE_SZ, fcntl.F_GETPIPE_SZ  # type: ignore[attr-defined]
-    except (ImportError, AttributeError):  # not Linux
-        return None
-    try:
-        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
-            return None
-        now = fcntl.fcntl(fd, get_size)
-        if now >= size:
-            return now
-        try:
-            with open("/proc/sys/fs/pipe-max-size", "rb") as f:
-                size = min(size, int(f.read()))
-        except (OSError, ValueError):
-            pass
-        return fcntl.fcntl(fd, set_size, size) if size > now else now
-    except OSError:
-        return None
 
 
 class LineReader(threading.Thread):
@@ -88,10 +57,8 @@ class LineReader(threading.Thread):
         tail = b""
         try:
             self._fd = self.stream.fileno()
-        except (AttributeError, OSError, ValueError):
+        except (AttributeError, OSError, ValueError):  # not a real file (tests, wrappers)
             self._fd = None
-        else:
-            widen_pipe(self._fd)
         try:
             while True:
                 data = self._read()
