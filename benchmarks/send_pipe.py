@@ -4,9 +4,13 @@ the same messages in batches of 256, and their ratio (the goal is 0.9 or more); 
 `rmqtool replay --jsonl` of the same messages as `consume` prints them (body, properties),
 against the same reference (the goal: the same rate).
 
-    python benchmarks/send_pipe.py [--messages 100000] [--rounds 3] [--no-replay] [--dir DIR]
+    python benchmarks/send_pipe.py [--messages 100000] [--rounds 3] [--no-replay] [--dir DIR] [--pipe]
+                                   [--code CHECKOUT]
 
-With `--rounds N` every case runs N times in turn and the medians are shown.
+With `--rounds N` every case runs N times in turn and the medians are shown. The commands read
+their input from a file on stdin, or with `--pipe` from a pipe `cat` writes into (the shell
+path as typed: 64 KiB reads, where a file gives 1 MiB ones).
+`--code` runs the commands of another checkout (old code against new, the same benchmark).
 
 The store API side builds each message as `send` does (TAGS-free, WAIT, UNIQ_KEY in the
 client's property order) and puts them through `LocalBroker.send_batch`, which is what `send`
@@ -67,17 +71,27 @@ def store_api(root: Path, n: int) -> tuple[float, float]:
     return dt, dc
 
 
+CODE = ROOT  # the checkout whose commands are run (--code)
+PIPE = False  # stdin through `cat |` instead of a file (--pipe)
+
+
 def _run_cli(args: list[str], stdin: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of `python -m rmqtool ARGS < stdin`, output to /dev/null."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    """(wall, CPU) seconds of `python -m rmqtool ARGS < stdin` (or `cat stdin | ...`), output to
+    /dev/null; the CPU is the command's own, not cat's."""
+    env = dict(os.environ, PYTHONPATH=str(CODE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     with open(stdin, "rb") as src, open(os.devnull, "wb") as out, open(os.devnull, "wb") as err:
         t = time.perf_counter()
+        cat = subprocess.Popen(["cat"], stdin=src, stdout=subprocess.PIPE) if PIPE else None
         # cwd: `python -m` puts the working directory first on sys.path, ahead of PYTHONPATH; run
         # from another checkout, the command would otherwise time that checkout's code
-        proc = subprocess.Popen([sys.executable, "-m", "rmqtool", *args], stdin=src, stdout=out, stderr=err, env=env,
-                                cwd=ROOT)
+        proc = subprocess.Popen([sys.executable, "-m", "rmqtool", *args], stdin=cat.stdout if cat else src,
+                                stdout=out, stderr=err, env=env, cwd=CODE)
+        if cat is not None and cat.stdout is not None:
+            cat.stdout.close()
         _, status, usage = os.wait4(proc.pid, 0)
         dt = time.perf_counter() - t
+        if cat is not None:
+            cat.wait()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"rmqtool {args[0]} failed ({proc.returncode})")
@@ -116,10 +130,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="runs of every case, in turn (medians shown)")
     ap.add_argument("--no-replay", action="store_true", help="leave out the `rmqtool replay --jsonl` case")
     ap.add_argument("--dir", type=Path, default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--pipe", action="store_true", help="the commands' stdin is a pipe `cat` writes, not a file")
+    ap.add_argument("--code", type=Path, default=ROOT, help="the checkout whose rmqtool commands are run")
     args = ap.parse_args()
+    global CODE, PIPE
+    CODE, PIPE = args.code.resolve(), args.pipe
     # start-up as an installed rmqtool has it: pip writes the bytecode at install, a checkout
     # run with PYTHONDONTWRITEBYTECODE=1 would compile every module from source in each command
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "rmqtool")], check=False,
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(CODE / "rmqtool")], check=False,
                    stdout=subprocess.DEVNULL)
     scratch = Path(tempfile.mkdtemp(prefix="send-pipe-", dir=args.dir))
     try:
@@ -148,6 +166,8 @@ def main() -> None:
         rounds = f", median of {args.rounds}" if args.rounds > 1 else ""
         print(f"store API send_batch({BATCH}): {n / api_s:10,.0f} msg/s  ({api_s:.2f} s, {api_cpu:.2f} s CPU, "
               f"for {n:,} x 1 KiB{rounds})")
+        stdin = "a pipe" if PIPE else "a file"
+        print(f"stdin: {stdin}; commands of {'this checkout' if CODE == ROOT else 'another checkout (--code)'}")
         print(f"seq | rmqtool send --batch {BATCH}: {n / pipe_s:10,.0f} msg/s  ({pipe_s:.2f} s, {pipe_cpu:.2f} s CPU; "
               f"start-up and close {startup_s:.2f} s, {startup_cpu:.2f} s CPU)")
         print(f"ratio (wall): {api_s / pipe_s:.2f}x with start-up, {api_s / max(pipe_s - startup_s, 1e-9):.2f}x "
