@@ -148,7 +148,10 @@ class SendProcessor:
 
         if props.get(P.TRAN_MSG) == "true":
             return self.call_store(self.put_half_message, (msg, h.producerGroup), done)
-        return self.call_store(self.local.send, (msg,), done)
+        # the handler's checks are `LocalBroker.check`'s but for what `send_checked` still makes
+        # (a %RETRY% topic turned into its %DLQ% was not checked here: `send` checks it)
+        send = self.local.send_checked if topic == h.topic else self.local.send
+        return self.call_store(send, (msg,), done)
 
     def _msg_check(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader) -> RemotingCommand | None:
         """`AbstractSendMessageProcessor.msgCheck`, answering with the Java broker's codes."""
