@@ -28,6 +28,7 @@ from rmqtool.remoting.headers import (
 )
 from rmqtool.remoting.transport import Connection
 from rmqtool.store.diskspace import disk_util
+from rmqtool.store.putpath import PutMessageStatus
 from rmqtool.validators import validate_topic_remark
 
 PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
@@ -262,7 +263,11 @@ class SendProcessor:
 
     def _send_response(self: Any, cmd: RemotingCommand, result: Any, queue_id: int,
                        transaction_id: str | None = None) -> RemotingCommand:
-        name = status_name(result.status)
+        status = result.status
+        if status is PutMessageStatus.PUT_OK:  # the usual answer, without the name lookups
+            return self._send_ok(cmd, ResponseCode.SUCCESS, result.offset_msg_id, queue_id, result.queue_offset,
+                                 transaction_id)
+        name = status_name(status)
         code = PUT_STATUS_CODES.get(name, ResponseCode.SYSTEM_ERROR)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
                         ResponseCode.SLAVE_NOT_AVAILABLE):

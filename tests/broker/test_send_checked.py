@@ -94,6 +94,10 @@ def test_serve_answers_every_send_as_with_the_library_checks(tmp_path, monkeypat
     codes = {why: answer[0] for (why, *_), answer in zip(CASES, now, strict=True)}
     assert codes["ok"] == codes["auto-created"] == 0
     assert [why for why, code in codes.items() if code == 0] == ["ok", "auto-created"], now
+    ok = now[0][2]  # SendMessageResponseHeader of the first send, as `_send_ok` writes it
+    assert list(ok) == ["msgId", "queueId", "queueOffset", "transactionId", "MSG_REGION", "TRACE_ON"]
+    assert (ok["queueId"], ok["queueOffset"], ok["transactionId"]) == ("0", "0", UNIQ.format(0)[9:])
+    assert len(ok["msgId"]) == 32 and now[1][2]["queueId"] == "1"
 
 
 @pytest.mark.parametrize("why", ["TBW102", "empty body", "separator", "queue", "auto-create off"])
