@@ -28,6 +28,7 @@ from rmqtool.remoting.headers import (
 )
 from rmqtool.remoting.transport import Connection
 from rmqtool.store.diskspace import disk_util
+from rmqtool.store.putpath import PutMessageStatus
 from rmqtool.validators import validate_topic_remark
 
 PERM_READ, PERM_WRITE, PERM_INHERIT = 4, 2, 1
@@ -148,7 +149,10 @@ class SendProcessor:
 
         if props.get(P.TRAN_MSG) == "true":
             return self.call_store(self.put_half_message, (msg, h.producerGroup), done)
-        return self.call_store(self.local.send, (msg,), done)
+        # the handler's checks are `LocalBroker.check`'s but for what `send_checked` still makes
+        # (a %RETRY% topic turned into its %DLQ% was not checked here: `send` checks it)
+        send = self.local.send_checked if topic == h.topic else self.local.send
+        return self.call_store(send, (msg,), done)
 
     def _msg_check(self: Any, cmd: RemotingCommand, h: SendMessageRequestHeader) -> RemotingCommand | None:
         """`AbstractSendMessageProcessor.msgCheck`, answering with the Java broker's codes."""
@@ -259,7 +263,11 @@ class SendProcessor:
 
     def _send_response(self: Any, cmd: RemotingCommand, result: Any, queue_id: int,
                        transaction_id: str | None = None) -> RemotingCommand:
-        name = status_name(result.status)
+        status = result.status
+        if status is PutMessageStatus.PUT_OK:  # the usual answer, without the name lookups
+            return self._send_ok(cmd, ResponseCode.SUCCESS, result.offset_msg_id, queue_id, result.queue_offset,
+                                 transaction_id)
+        name = status_name(status)
         code = PUT_STATUS_CODES.get(name, ResponseCode.SYSTEM_ERROR)
         if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
                         ResponseCode.SLAVE_NOT_AVAILABLE):

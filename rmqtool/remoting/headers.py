@@ -268,17 +268,26 @@ V2_LETTERS: dict[str, str] = {
 _V2_KEYS = tuple(V2_LETTERS.items())
 
 
+_send_readers: list[Callable[[dict[str, str]], Any]] = []  # (V2 letters, V1 names), made on first use
+
+
 def send_header_from_ext(code: int, ext: dict[str, str] | None) -> SendMessageRequestHeader:
     """Decode a send header of code 10 (long names) or 310/320 (V2 letters)."""
     ext = ext or {}
+    readers = _send_readers or _make_send_readers()  # no cache key of 14 pairs hashed per send
     if code != 10 or ("a" in ext and "producerGroup" not in ext):
-        h = _reader(SendMessageRequestHeader, _V2_KEYS)(ext)
+        h = readers[0](ext)
         if h is not None:
             return h
         # read the letters in place (same result as renaming them to the V1 names first)
         return _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader, _V2_KEYS))
-    h = _reader(SendMessageRequestHeader)(ext)
+    h = readers[1](ext)
     return h if h is not None else _decode(SendMessageRequestHeader, ext, _plan(SendMessageRequestHeader))
+
+
+def _make_send_readers() -> list[Callable[[dict[str, str]], Any]]:
+    _send_readers[:] = [_reader(SendMessageRequestHeader, _V2_KEYS), _reader(SendMessageRequestHeader)]
+    return _send_readers
 
 
 @dataclass

@@ -38,6 +38,7 @@ from rmqtool.store.sendbatch import send_batch_body, send_bodies, send_records
 from rmqtool.store.subscriptions import SubscriptionGroupManager
 from rmqtool.store.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicConfigManager
 from rmqtool.validators import (
+    SYSTEM_TOPIC_PREFIX,
     check_body,
     check_group,
     check_message,
@@ -351,6 +352,26 @@ class LocalBroker:
         self._check_writable()
         self.check(msg)
         tc = self._writable_topic(msg.topic)
+        return self.store.put_message(self._prepare(msg, tc))
+
+    def send_checked(self, msg: MessageExt) -> Any:
+        """`send` for a caller that has made `SendMessageProcessor.msgCheck`'s checks and the
+        size and queue checks the way `SendProcessor.process_send` makes them: the topic valid
+        (`validateTopic`), not one of the not-allowed send topics, existing (auto-created
+        there) and writable, the body within `max_message_size`, the queue id within the
+        topic's queues. The checks of `check` those leave are made here, in its order and with
+        its errors: rmqtool's own refusal of TBW102 and `rmq_sys_` topics, an empty body, the
+        properties. A topic gone or made read-only since takes `send`, with every check.
+        """
+        self._check_writable()
+        topic = msg.topic
+        if topic == AUTO_CREATE_TOPIC_KEY or topic.startswith(SYSTEM_TOPIC_PREFIX):
+            check_send_topic(topic)  # raises InvalidTopic, as in `check`
+        check_body(msg.body, self.config.max_message_size)
+        check_properties(msg.properties or {})
+        tc = self.topics.select(topic)
+        if tc is None or not tc.writeable:
+            return self.send(msg)
         return self.store.put_message(self._prepare(msg, tc))
 
     def send_batch(self, msgs: list[MessageExt], *, checked: bool = False) -> list[Any]:

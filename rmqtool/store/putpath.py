@@ -25,7 +25,7 @@ from rmqtool.layouts.net import Host
 from rmqtool.store.batchput import BatchPutResult, put_batch, put_bodies, put_encoded
 from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import DispatchRequest
-from rmqtool.store.putusual import put_usual
+from rmqtool.store.putusual import put_one, put_usual
 
 if TYPE_CHECKING:
     from rmqtool.store.commitlog import CommitLog
@@ -111,7 +111,27 @@ class PutPath:
     _refused: int
 
     def put_message(self, msg: MessageExt) -> PutResult:
-        return self.put_messages([msg])[0]
+        """One message: `put_messages([msg])[0]`, appended and dispatched in one pass when
+        `put_one` takes it (putusual.py), which a producer's single send usually is."""
+        if self.read_only:
+            raise StoreError("store opened read-only")
+        if not self.running_flags.is_writeable():
+            return self._refuse([msg], PutMessageStatus.SERVICE_NOT_AVAILABLE)[0]
+        self._refused = 0
+        if self.config.is_slave:  # DefaultMessageStore.checkStoreStatus, as put_messages
+            raise StoreError("message store is in slave mode, it takes no puts")
+        for hook in self.put_hooks:
+            msg = hook(msg)
+        one = put_one(self, msg)
+        if one is None:
+            return self._put_prepared([msg])[0]
+        phys, end = one
+        result = PutResult(PutMessageStatus.PUT_OK, msg, phys, msg.total_size, msg.queue_offset)
+        if self.arrival_listeners:
+            self._notify_arrivals(((msg.topic, msg.queue_id),))
+        if self.sync_flush or self.ha_service is not None:
+            self._wait_durable([result], end, [msg])
+        return result
 
     def put_messages(self, msgs: list[MessageExt]) -> list[PutResult]:
         """Append `msgs` in order under one lock (one flush wait for all with SYNC_FLUSH).
@@ -130,10 +150,7 @@ class PutPath:
         config = self.config
         if config.is_slave:  # DefaultMessageStore.checkStoreStatus: a slave's CommitLog is the master's copy
             raise StoreError("message store is in slave mode, it takes no puts")
-        file_size = config.mapped_file_size_commit_log
-        max_size = config.max_message_size
         hooks = self.put_hooks
-        store_host = self.store_host
         if hooks:
             prepared: list[MessageExt] = []
             for msg in msgs:
@@ -142,6 +159,14 @@ class PutPath:
                 prepared.append(msg)
         else:
             prepared = list(msgs)
+        return self._put_prepared(prepared)
+
+    def _put_prepared(self, prepared: list[MessageExt]) -> list[PutResult]:
+        """`put_messages` after the checks of the store's state and the put hooks."""
+        config = self.config
+        file_size = config.mapped_file_size_commit_log
+        max_size = config.max_message_size
+        store_host = self.store_host
         usual = put_usual(self, prepared) if len(prepared) > 1 else None
         if usual is not None:  # the usual batch, appended and dispatched in one pass (putusual.py)
             end, arrived = usual

@@ -168,3 +168,91 @@ def put_usual(store: Any, msgs: list[MessageExt]) -> tuple[int, Iterable[tuple[s
         except (StoreError, OSError) as e:  # as `PutPath._dispatch_locked`: the records stay
             store.dispatch_failed(e)
     return base + pos, [(topic, qid) for qid in runs]  # the CommitLog's end: `mf` is its last file
+
+
+def put_one(store: Any, msg: MessageExt) -> tuple[int, int] | None:
+    """Append one message (put hooks already run) in one pass, as `put_usual` does a batch:
+    (its CommitLog offset, the CommitLog end) then, its fields set as the general path sets them.
+
+    The single send of a producer: `put_messages([msg])` would take it through the encoder's
+    patched fixed part, the batch append (file look-ahead, sums over a list of one) and the
+    batch dispatch; here the fixed part is packed once with its final queue offset, position
+    and store time (`DefaultAppendMessageCallback.doAppend`), its ConsumeQueue unit and index
+    keys written as `Dispatcher.dispatch` writes one record's. The same conditions as
+    `put_usual` (no transaction type, not SCHEDULE_TOPIC_XXXX, no dispatch listener, a property
+    map of strings, sizes within the limits, room in the current file); None otherwise, with
+    nothing appended, and the general path takes the message.
+    """
+    if store.dispatch_listeners or msg.sys_flag & TRANSACTION_TYPE_MASK:
+        return None
+    topic = msg.topic
+    if topic == SCHEDULE_TOPIC:
+        return None
+    topic_b, topic_len = topic_field(topic)
+    body = msg.body
+    if not topic_b or len(body) > store.config.max_message_size:
+        return None
+    props = msg.properties
+    try:
+        props_b = (P.PROPERTY_SEPARATOR.join(map(P.NAME_VALUE_SEPARATOR.join, props.items()))
+                   + P.PROPERTY_SEPARATOR).encode("utf-8") if props else b""
+        get = props.get
+        tags = get(P.TAGS)
+        code = java_string_hash(tags) if tags else 0
+        uniq, keys = get(P.UNIQ_KEY), get(P.KEYS)
+    except (TypeError, AttributeError):  # a None or non-str entry: the encoder's slow path
+        return None
+    plen = len(props_b)
+    if plen > MAX_PROPERTIES_LENGTH:
+        return None
+    store_host = store.store_host
+    born_b, store_b = pack_host(msg.born_host), pack_host(store_host)
+    born_v6, store_v6 = len(born_b) == 20, len(store_b) == 20
+    fixed = _FIXED[born_v6, store_v6]
+    total = fixed.size + len(body) + len(topic_b) + 2 + plen
+    file_size = store.config.mapped_file_size_commit_log
+    if total + END_FILE_MIN_BLANK_LENGTH > file_size:
+        return None
+    sys_flag = ((msg.sys_flag & ~(BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG))
+                | (BORNHOST_V6_FLAG if born_v6 else 0) | (STOREHOSTADDRESS_V6_FLAG if store_v6 else 0))
+    magic = MESSAGE_MAGIC_CODE_V2 if topic_len > 127 else MESSAGE_MAGIC_CODE
+    body_crc = crc32(body) & 0x7FFFFFFF
+    qid = msg.queue_id
+    cl = store.commitlog
+    with cl.put_lock:
+        if store.closed:
+            raise StoreError("store is closed")
+        mfq = cl.mfq
+        mf = mfq.files[-1] if mfq.files else None
+        if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > file_size:
+            return None  # a new file (and maybe a blank) first: the general path knows how
+        try:
+            mfq.reserve_for_append(total, END_FILE_MIN_BLANK_LENGTH)
+        except DiskFull:
+            return None  # the general path fails the message with its words
+        # from here on the message is stored: its fields as the encoder and the append set them
+        msg.store_host = store_host
+        msg.sys_flag, msg.magic_code, msg.total_size, msg.body_crc = sys_flag, magic, total, body_crc
+        now = store.clock()
+        table = cl.topic_queue_table
+        key = (topic, qid)
+        queue_offset = table.get(key, 0)
+        pos = mf.wrote_position
+        phys = mf.from_offset + pos
+        cl.write_run_locked(mf, pos, b"".join((
+            fixed.pack(total, magic, body_crc, qid, msg.flag, queue_offset, phys, sys_flag, msg.born_timestamp,
+                       born_b, now, store_b, msg.reconsume_times, msg.prepared_transaction_offset, len(body)),
+            body, topic_b, _I16.pack(plen), props_b)))
+        table[key] = queue_offset + 1
+        msg.queue_offset, msg.commit_log_offset, msg.store_timestamp = queue_offset, phys, now
+        cl.last_store_timestamp = now
+        dispatcher = store.dispatcher
+        try:  # `Dispatcher.dispatch` of this record
+            dispatcher.cqs.find_or_create(topic, qid).put(phys, total, code, queue_offset)
+            dispatcher.last_cq_store_timestamp = now
+            index = dispatcher.index
+            if index is not None:
+                index.build_index(topic, phys, now, uniq, keys, now)
+        except (StoreError, OSError) as e:  # as `PutPath._dispatch_locked`: the record stays
+            store.dispatch_failed(e)
+    return phys, phys + total
