@@ -197,10 +197,11 @@ def put_encoded(store: Any, topic: str, queue_id: int, sys_flag: int, born_times
     A SEND_BATCH_MESSAGE's maps are the inner text's entries re-ordered around the broker's
     (store/sendbatch.py): encoding them again from dicts cost more than the rest of the
     record. No put hook may need the maps (the caller has checked them for the schedule
-    hook's keys), and no HA service, whose SYNC wait reads each map's WAIT.
+    hook's keys). An HA service is no reason to decline: `_refuses` already leaves a SYNC_MASTER
+    that waits for slaves' acks (whose wait reads each map's WAIT) to `put_batch`, and any other
+    role's `handle_ha` only wakes the HA connections. (`rmqtool serve` always has one, listening
+    for slaves: declining here sent every batch it took through the map path.)
     """
-    if store.ha_service is not None:
-        return None
     layout = _layout_if_fast(store, topic, sys_flag, born_host, [])
     if layout is None:
         return None
@@ -278,10 +279,10 @@ def put_fields(store: Any, topic: str, queue_ids: list[int], born_timestamp: int
     `props_fields` are each record's properties field (length and text), of maps with the
     names `keys` in stored order, neither TAGS nor KEYS among them (tags code 0, the index
     keys are each record's UNIQ_KEY of `uniq_keys`): a replayed batch whose maps differ only
-    in their values (client/replaystore.py) encodes them with one template. Not with HA,
-    which reads each message's map (WAIT).
+    in their values (client/replaystore.py) encodes them with one template. A SYNC_MASTER
+    waiting for acks, which reads each message's map (WAIT), is left to `put_batch` by `_refuses`.
     """
-    if store.ha_service is not None or P.TAGS in keys or P.KEYS in keys:
+    if P.TAGS in keys or P.KEYS in keys:
         return None
     layout = _layout_if_fast(store, topic, 0, born_host, [dict.fromkeys(keys)])
     if layout is None:
