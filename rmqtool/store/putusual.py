@@ -116,16 +116,9 @@ def put_usual(store: Any, msgs: list[MessageExt]) -> tuple[int, Iterable[tuple[s
         return None
     cl = store.commitlog
     with cl.put_lock:
-        if store.closed:
-            raise StoreError("store is closed")
-        mfq = cl.mfq
-        mf = mfq.files[-1] if mfq.files else None
-        if mf is None or mf.wrote_position + batch_size + END_FILE_MIN_BLANK_LENGTH > file_size:
-            return None  # a new file (and maybe a blank) first: the general path knows how
-        try:
-            mfq.reserve_for_append(batch_size, END_FILE_MIN_BLANK_LENGTH)
-        except DiskFull:
-            return None  # the general path fails the batch with its words
+        mf = room_in_last_file(store, batch_size, file_size)
+        if mf is None:
+            return None
         now = store.clock()
         table = cl.topic_queue_table
         start = pos = mf.wrote_position
@@ -220,16 +213,9 @@ def put_one(store: Any, msg: MessageExt) -> tuple[int, int] | None:
     qid = msg.queue_id
     cl = store.commitlog
     with cl.put_lock:
-        if store.closed:
-            raise StoreError("store is closed")
-        mfq = cl.mfq
-        mf = mfq.files[-1] if mfq.files else None
-        if mf is None or mf.wrote_position + total + END_FILE_MIN_BLANK_LENGTH > file_size:
-            return None  # a new file (and maybe a blank) first: the general path knows how
-        try:
-            mfq.reserve_for_append(total, END_FILE_MIN_BLANK_LENGTH)
-        except DiskFull:
-            return None  # the general path fails the message with its words
+        mf = room_in_last_file(store, total, file_size)
+        if mf is None:
+            return None
         # from here on the message is stored: its fields as the encoder and the append set them
         msg.store_host = store_host
         msg.sys_flag, msg.magic_code, msg.total_size, msg.body_crc = sys_flag, magic, total, body_crc
@@ -256,3 +242,21 @@ def put_one(store: Any, msg: MessageExt) -> tuple[int, int] | None:
         except (StoreError, OSError) as e:  # as `PutPath._dispatch_locked`: the record stays
             store.dispatch_failed(e)
     return phys, phys + total
+
+
+def room_in_last_file(store: Any, size: int, file_size: int) -> Any:
+    """Under the put lock: the CommitLog's current file with `size` bytes reserved in it
+    (`reserve_for_append`: a store past the reservation would land in a hole, SIGBUS), or None
+    when the general path must take the put: no file yet, or too little room left for it and
+    the end-of-file blank (a new file first), or a full disk (refused with RocketMQ's status)."""
+    if store.closed:
+        raise StoreError("store is closed")
+    mfq = store.commitlog.mfq
+    mf = mfq.files[-1] if mfq.files else None
+    if mf is None or mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > file_size:
+        return None
+    try:
+        mfq.reserve_for_append(size, END_FILE_MIN_BLANK_LENGTH)
+    except DiskFull:
+        return None
+    return mf
