@@ -17,6 +17,7 @@ import gc
 import logging
 import os
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,7 @@ class Serve:
             if os.environ.get("RMQTOOL_INDEX_PROCESS") == "1":  # the index in a second process: off by default
                 # on this loop's thread: the child is killed with the thread that started it (PDEATHSIG)
                 self.local.store.start_index_process()
+            _defer_index(self.local.store, loop)
         except BaseException:
             await self.close_servers()
             raise
@@ -267,6 +269,22 @@ class Serve:
         if self.local is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.local.close)
             self.local = None
+
+
+def _defer_index(store: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """Index entries built right after the request that appended them, not inside it
+    (store/indexdefer.py, as ReputMessageService builds them behind the append): the drain is
+    scheduled on this loop when the first build waits, from this thread or a store thread."""
+    loop_thread = threading.get_ident()
+    drain = store.drain_index
+
+    def wake() -> None:
+        if threading.get_ident() == loop_thread:
+            loop.call_soon(drain)
+        else:
+            loop.call_soon_threadsafe(drain)
+
+    store.defer_index(wake)
 
 
 def _ensure_delivery(local: Any) -> None:

@@ -272,6 +272,26 @@ class MessageStore(PutPath):
             self.index = self.dispatcher.index = self.cleaner.index = proc  # type: ignore[assignment]
         return True
 
+    def defer_index(self, wake: Callable[[], None]) -> bool:
+        """Build index entries behind the append from now on (indexdefer.py): the put path queues
+        them and `drain_index` writes them; `wake` is called when a build is queued after a drain
+        (serve schedules `drain_index` on its event loop). False without an in-process index."""
+        from rmqtool.store.indexdefer import DeferredIndex
+
+        index = self.index
+        if index is None or self.read_only or self.closed or index.offloaded or isinstance(index, DeferredIndex):
+            return False
+        with self.commitlog.put_lock:
+            deferred = DeferredIndex(index, wake, self.dispatch_failed)
+            self.index = self.dispatcher.index = self.cleaner.index = deferred  # type: ignore[assignment]
+        return True
+
+    def drain_index(self) -> None:
+        """Write the index entries `defer_index` queued (a no-op otherwise)."""
+        drain = getattr(self.index, "drain", None)
+        if drain is not None and not self.index.offloaded:  # type: ignore[union-attr]
+            drain()
+
     def close(self) -> None:
         """Clean shutdown: flush everything, write the checkpoint, remove `abort`, release `lock`."""
         if self.closed:

@@ -14,76 +14,25 @@ from pathlib import Path
 
 import pytest
 
-from rmqtool.store.checkpoint import StoreCheckpoint
 from rmqtool.store.messagestore import MessageStore
 from tests.store.conftest import Clock, make_msg, small_config
-
-TOPICS = ("TopicTest", "Other")
-
-
-def _messages(first: int, n: int) -> list:
-    """Each kind of key mix the dispatcher has a path for: one KEYS token, several, none, no UNIQ_KEY."""
-    out = []
-    for i in range(first, first + n):
-        m = make_msg(i, topic=TOPICS[i % 7 == 3], queue_id=i % 3)
-        if i % 11 == 5:
-            m.properties["KEYS"] = f"a{i} b{i}  c{i}"
-        elif i % 13 == 6:
-            del m.properties["KEYS"]
-        elif i % 17 == 8:
-            del m.properties["UNIQ_KEY"]
-        out.append(m)
-    return out
-
-
-def _fill(store: MessageStore, clock: Clock, rounds: int, first: int = 0) -> int:
-    """Single puts and batches, the clock moving on by 0.4 s per round; returns the next id."""
-    i = first
-    for r in range(rounds):
-        clock.now += 400
-        if r % 2:
-            for m in _messages(i, 5):
-                assert store.put_message(m).ok
-            i += 5
-        else:
-            assert all(res.ok for res in store.put_messages(_messages(i, 40)))
-            i += 40
-    return i
-
-
-def _index_files(root: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted((root / "index").iterdir())}
-
-
-def _index_ts(root: Path) -> int:
-    cp = StoreCheckpoint(root / "checkpoint", read_only=True)
-    try:
-        return cp.index_msg_timestamp
-    finally:
-        cp.close()
-
-
-def _reference(tmp_path: Path, cfg, rounds: int) -> Path:
-    clock = Clock()
-    with MessageStore.open(tmp_path / "inproc", cfg, clock=clock) as store:
-        _fill(store, clock, rounds)
-    return tmp_path / "inproc"
+from tests.store.index_helpers import fill, index_files, index_ts, reference
 
 
 def test_index_files_are_byte_identical_to_in_process_ones(tmp_path):
     cfg = small_config(max_hash_slot_num=64, max_index_num=256)  # several files: roll-over on both sides
-    ref = _reference(tmp_path, cfg, 30)
+    ref = reference(tmp_path, cfg, 30)
     clock = Clock()
     with MessageStore.open(tmp_path / "proc", cfg, clock=clock) as store:
         assert store.start_index_process()
         assert store.dispatcher.index is store.index and store.index.offloaded
-        _fill(store, clock, 30)
+        fill(store, clock, 30)
         child = store.index.proc
     assert store.index.fallback is None and child.returncode == 0  # drained, not given up
-    want, got = _index_files(ref), _index_files(tmp_path / "proc")
+    want, got = index_files(ref), index_files(tmp_path / "proc")
     assert len(want) > 3
     assert got == want
-    assert _index_ts(tmp_path / "proc") == _index_ts(ref) > 0
+    assert index_ts(tmp_path / "proc") == index_ts(ref) > 0
 
 
 def test_a_look_up_sees_every_acknowledged_put(tmp_path):
@@ -102,22 +51,22 @@ def test_a_look_up_sees_every_acknowledged_put(tmp_path):
 @pytest.mark.parametrize("delay", [0.0, 0.002, 0.01, 0.03, 0.1])
 def test_killed_child_falls_back_in_process_and_loses_nothing(tmp_path, caplog, delay):
     cfg = small_config(max_hash_slot_num=64, max_index_num=256)
-    ref = _reference(tmp_path, cfg, 30)
+    ref = reference(tmp_path, cfg, 30)
     clock = Clock()
     with MessageStore.open(tmp_path / "proc", cfg, clock=clock) as store:
         assert store.start_index_process()
-        nxt = _fill(store, clock, 20)
+        nxt = fill(store, clock, 20)
         time.sleep(delay)
         child = store.index.proc
         child.send_signal(signal.SIGKILL)  # wherever it is: idle, or halfway through a batch
         child.wait()
-        nxt = _fill(store, clock, 10, nxt)  # published to a dead child: the fall-back indexes them
+        nxt = fill(store, clock, 10, nxt)  # published to a dead child: the fall-back indexes them
         with caplog.at_level(logging.WARNING, "rmqtool.store.indexproc"):
             assert len(store.query_message("TopicTest", "common", 10_000, 0, 2**62)) > 0
         assert any("indexing in-process" in r.getMessage() for r in caplog.records)
         assert store.index.fallback is not None and store.dispatcher.index is store.index.fallback
-    assert _index_files(tmp_path / "proc") == _index_files(ref)
-    assert _index_ts(tmp_path / "proc") <= _index_ts(ref)
+    assert index_files(tmp_path / "proc") == index_files(ref)
+    assert index_ts(tmp_path / "proc") <= index_ts(ref)
 
 
 def test_child_found_dead_by_the_flush_thread(tmp_path):
@@ -139,14 +88,14 @@ def test_expiry_goes_through_the_child(tmp_path):
     clock = Clock()
     with MessageStore.open(tmp_path / "s", cfg, clock=clock) as store:
         assert store.start_index_process()
-        _fill(store, clock, 10)
+        fill(store, clock, 10)
         assert store.query_message("TopicTest", "key0", 1, 0, 2**62)  # the child has caught up
         before = sorted(os.listdir(tmp_path / "s" / "index"))
         assert len(before) > 3
         deleted = store.index.delete_expired(store.commitlog.max_offset)
         assert deleted == len(before) - 1
         assert sorted(os.listdir(tmp_path / "s" / "index")) == before[-1:]
-        _fill(store, clock, 2, 10_000)  # the child goes on after the files it had open went
+        fill(store, clock, 2, 10_000)  # the child goes on after the files it had open went
         assert [m.uniq_key for m in store.query_message("TopicTest", "key10000")] == ["UNIQ00010000"]
         assert store.index.fallback is None
 
@@ -202,9 +151,9 @@ def test_parent_killed_loses_no_acknowledged_key(tmp_path):
 def _fill_delete(store: MessageStore, clock: Clock) -> None:
     from rmqtool.store.topicdelete import delete_topics
 
-    nxt = _fill(store, clock, 6)
+    nxt = fill(store, clock, 6)
     assert delete_topics(store, ["Other"]) == 3
-    _fill(store, clock, 6, nxt)
+    fill(store, clock, 6, nxt)
 
 
 def test_topic_delete_and_reopen_keep_the_same_index(tmp_path):
@@ -217,7 +166,7 @@ def test_topic_delete_and_reopen_keep_the_same_index(tmp_path):
         assert store.start_index_process()
         _fill_delete(store, clock)
         assert store.index.fallback is None
-    assert _index_files(tmp_path / "proc") == _index_files(tmp_path / "inproc")
+    assert index_files(tmp_path / "proc") == index_files(tmp_path / "inproc")
     with MessageStore.open(tmp_path / "proc", cfg, clock=clock) as store:  # a clean close: nothing re-indexed
         assert store.start_index_process()
         assert [m.uniq_key for m in store.query_message("TopicTest", "UNIQ00000001", 4, 0, 2**62)] == ["UNIQ00000001"]
@@ -234,9 +183,9 @@ def test_a_stopped_child_does_not_hang_the_put_path(tmp_path, monkeypatch):
         assert store.start_index_process()
         store.index.proc.send_signal(signal.SIGSTOP)  # alive, reading nothing: the pipe fills
         t = time.monotonic()
-        nxt = _fill(store, clock, 40)
+        nxt = fill(store, clock, 40)
         assert time.monotonic() - t < 60 and store.index._broken
-        last = nxt - 2  # on TopicTest, with one KEYS token (see _messages)
+        last = nxt - 2  # on TopicTest, with one KEYS token (see messages)
         assert [m.uniq_key for m in store.query_message("TopicTest", f"key{last}", 4, 0, 2**62)] == [
             f"UNIQ{last:08d}"]
         assert store.index.fallback is not None
