@@ -35,10 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rmqtool.broker import eventloop
 from rmqtool.broker.controller import BrokerController
 from rmqtool.broker.durable import install_sink
 from rmqtool.broker.send import encode_batch_body
-from rmqtool.broker.server import _ensure_delivery
+from rmqtool.broker.server import _defer_index, _ensure_delivery
 from rmqtool.layouts.javahash import hashmap_order
 from rmqtool.layouts.net import Host
 from rmqtool.remoting.command import RemotingCommand
@@ -133,6 +134,7 @@ async def run(kind: str, count: int, root: Path, build_only: bool = False) -> fl
     install_sink()  # as Serve.start does
     local = LocalBroker.open(root, StoreConfig(flush_disk_type="ASYNC_FLUSH"))
     _ensure_delivery(local)
+    _defer_index(local.store, asyncio.get_running_loop())  # as Serve.start: the index after the answer
     ctl = BrokerController(local, Host("127.0.0.1", 10911))
     try:
         local.topics.create_in_send(TOPIC, 8, 0)
@@ -154,6 +156,7 @@ async def run(kind: str, count: int, root: Path, build_only: bool = False) -> fl
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         for f in frames:
             conn.data_received(f)
+            await asyncio.sleep(0)  # the loop's turn, as between two reads in serve (the index drain)
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         if transport.writes != count:
             raise SystemExit(f"{transport.writes} answers to {count} requests")
@@ -174,7 +177,7 @@ def main() -> None:
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="reqpath-")
     try:
-        us = asyncio.run(run(args.kind, args.count, Path(d) / "store", args.build_only))
+        us = eventloop.run(run(args.kind, args.count, Path(d) / "store", args.build_only))  # serve's loop
     finally:
         shutil.rmtree(d, ignore_errors=True)
     per = f", {us / BATCH:.2f} µs per message" if args.kind == "batch" else ""

@@ -450,7 +450,9 @@ def build_java_client() -> list[str] | None:
             "-Djava.net.preferIPv4Stack=true", "-cp", cp, "rmqtool.bench.LoadGen"]
 
 
-def _java_results(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, list[float], int]]:
+def _java_results(procs: list[subprocess.Popen], timeout: float) -> list[dict]:
+    """Each load generator's JSON line: count, lat, busy, and its measured window (t0, t1, epoch
+    ms) with the client CPU seconds spent in it (cpu)."""
     out = []
     for p in procs:
         try:
@@ -464,7 +466,7 @@ def _java_results(procs: list[subprocess.Popen], timeout: float) -> list[tuple[i
         r = json.loads(lines[-1])
         if "error" in r:
             raise RuntimeError(r["error"])
-        out.append((r["count"], r["lat"], r["busy"]))
+        out.append(r)
     return out
 
 
@@ -479,22 +481,24 @@ def java_produce(t: Target, topic: str, mode: str, producers: int, duration: flo
                                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
         first += n
     results = _java_results(procs, duration + 120)
-    return Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r[0] for r in results), duration,
-                  [x for r in results for x in r[1]], sum(r[2] for r in results))
+    return Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r["count"] for r in results), duration,
+                  [x for r in results for x in r["lat"]], sum(r["busy"] for r in results),
+                  client_cpu=sum(r["cpu"] for r in results))
 
 
 def java_consume(t: Target, topic: str, client_procs: int) -> Result:
+    """Everything back, a puller per queue; timed from the moment every puller of every process has
+    its queue (client start-up, about 1-2 s of JVM and client start, is outside, as for produce)."""
     kind = "nats" if t.kind == "nats" else "rocketmq"
     addr = t.broker if t.kind == "nats" else t.namesrv
     groups = [list(range(QUEUES))[i::client_procs] for i in range(client_procs)]
-    t0 = time.perf_counter()
     procs = [subprocess.Popen([*JAVA_CLIENT, kind, "consume", addr, topic, ",".join(map(str, g))],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
              for g in groups]
     results = _java_results(procs, 600)
-    took = time.perf_counter() - t0  # includes JVM start, as the Python pullers include theirs
-    return Result(t.name, "consume (pull 32)     ", sum(r[0] for r in results), took,
-                  [x for r in results for x in r[1]])
+    took = (max(r["t1"] for r in results) - min(r["t0"] for r in results)) / 1000
+    return Result(t.name, "consume (pull 32)     ", sum(r["count"] for r in results), took,
+                  [x for r in results for x in r["lat"]], client_cpu=sum(r["cpu"] for r in results))
 
 
 # -------------------------------------------------------------------------------- measurement
@@ -538,6 +542,7 @@ class Result:
     lat: list[float]
     busy: int = 0
     server_cpu: float | None = None  # seconds of server CPU (user + system) during the case
+    client_cpu: float | None = None  # seconds of the load generators' CPU in their measured window (Java)
 
     @property
     def cpu_per_msg_us(self) -> float | None:
@@ -545,6 +550,14 @@ class Result:
         if self.server_cpu is None or not self.msgs:
             return None
         return self.server_cpu / self.msgs * 1e6
+
+    @property
+    def client_cpu_per_msg_us(self) -> float | None:
+        """The load generator's CPU per message: on 2 shared cores a costly client leaves the
+        server less, so a case whose client costs more than its server measures the client."""
+        if self.client_cpu is None or not self.msgs:
+            return None
+        return self.client_cpu / self.msgs * 1e6
 
     @property
     def rate(self) -> float:
@@ -676,6 +689,7 @@ def _line(r: Result) -> str:
     return (f"{r.target:8s} {r.case}  {r.rate:10.0f} msg/s  {r.rate * MSG_SIZE / 1e6:7.1f} MB/s  "
             f"p50 {r.pct(50):7.2f} ms  p99 {r.pct(99):7.2f} ms  "
             + (f"cpu {cpu:7.1f} us/msg  " if cpu is not None else "")
+            + (f"client {r.client_cpu_per_msg_us:7.1f} us/msg  " if r.client_cpu is not None else "")
             + f"({r.msgs} msgs"
             + (f", {r.busy} refused busy)" if r.busy else ")"))
 

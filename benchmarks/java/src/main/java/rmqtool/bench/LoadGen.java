@@ -88,6 +88,8 @@ public final class LoadGen {
         String kind = args[0];
         String action = args[1];
         List<Tally> tallies;
+        Thread clock = new Thread(LoadGen::markWindowStart); // reads the CPU clock when the window opens
+        clock.setDaemon(true);
         if (action.equals("produce")) {
             String mode = args[2];
             String addr = args[3];
@@ -99,6 +101,8 @@ public final class LoadGen {
             Body body = kind.equals("nats")
                 ? natsProducer(addr, topic, mode, first, startAt, duration)
                 : rocketmqProducer(addr, topic, mode, first, startAt, duration);
+            WINDOW_START_MS = startAt;
+            clock.start();
             tallies = runThreads(threads, body);
         } else {
             String addr = args[2];
@@ -108,9 +112,14 @@ public final class LoadGen {
             for (int i = 0; i < qs.length; i++) {
                 queues[i] = Integer.parseInt(qs[i]);
             }
+            READY = new java.util.concurrent.CountDownLatch(queues.length);
             Body body = kind.equals("nats") ? natsPuller(addr, topic, queues) : rocketmqPuller(addr, topic, queues);
+            clock.start();
             tallies = runThreads(queues.length, body);
         }
+        long cpuEnd = processCpuNanos();
+        long windowEnd = System.currentTimeMillis();
+        clock.join();
         StringBuilder out = new StringBuilder();
         long count = 0;
         long busy = 0;
@@ -118,7 +127,11 @@ public final class LoadGen {
             count += t.count;
             busy += t.busy;
         }
-        out.append("{\"count\":").append(count).append(",\"busy\":").append(busy).append(",\"lat\":[");
+        // the measured window (epoch ms) and this process's CPU in it: client start-up (JVM, client
+        // instances, route look-ups) is outside it, so the server is timed and the client's cost shown
+        out.append("{\"count\":").append(count).append(",\"busy\":").append(busy)
+            .append(",\"t0\":").append(windowStart).append(",\"t1\":").append(windowEnd)
+            .append(",\"cpu\":").append(String.format("%.6f", (cpuEnd - windowCpu) / 1e9)).append(",\"lat\":[");
         boolean firstLat = true;
         for (Tally t : tallies) {
             for (int i = 0; i < t.nlat; i++) {
@@ -133,6 +146,35 @@ public final class LoadGen {
         System.out.println(out);
         System.out.flush();
         Runtime.getRuntime().halt(0); // client threads need not wind down
+    }
+
+    static volatile long WINDOW_START_MS; // produce: the agreed start; consume: set when every puller is ready
+    static java.util.concurrent.CountDownLatch READY; // consume: counted down by each puller once it has its queue
+    static volatile long windowStart;
+    static volatile long windowCpu;
+
+    static long processCpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory
+            .getOperatingSystemMXBean()).getProcessCpuTime();
+    }
+
+    static void markWindowStart() {
+        try {
+            if (READY != null) {
+                READY.await(120, java.util.concurrent.TimeUnit.SECONDS);
+            } else {
+                waitUntil(WINDOW_START_MS);
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        windowCpu = processCpuNanos();
+        windowStart = System.currentTimeMillis();
+    }
+
+    static void ready() throws InterruptedException {
+        READY.countDown();
+        READY.await(120, java.util.concurrent.TimeUnit.SECONDS); // a puller that failed does not hold the rest
     }
 
     static List<Tally> runThreads(int n, Body body) throws Exception {
@@ -251,6 +293,7 @@ public final class LoadGen {
                 throw new IllegalStateException("no queue " + queues[thread] + " of " + topic);
             }
             long max = c.maxOffset(mq);
+            ready();
             long off = 0;
             while (off < max) {
                 long t0 = System.nanoTime();
@@ -306,6 +349,7 @@ public final class LoadGen {
                     .filterSubject(stream + ".q" + q).build();
                 JetStreamSubscription sub = js.subscribe(stream + ".q" + q,
                     PullSubscribeOptions.builder().configuration(cc).build());
+                ready();
                 while (true) {
                     long t0 = System.nanoTime();
                     List<io.nats.client.Message> got = sub.fetch(32, Duration.ofMillis(100));
