@@ -276,9 +276,8 @@ def _defer_index(store: Any, loop: asyncio.AbstractEventLoop) -> None:
     (store/indexdefer.py, as ReputMessageService builds them behind the append): the drain is
     scheduled on this loop when the first build waits, from this thread or a store thread."""
     loop_thread = threading.get_ident()
-    drain = store.drain_index
 
-    def wake() -> None:
+    def wake(drain: Callable[[], None]) -> None:
         if threading.get_ident() == loop_thread:
             loop.call_soon(drain)
         else:

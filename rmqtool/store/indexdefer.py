@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -27,41 +28,41 @@ from rmqtool.store.index import IndexRecord, IndexService
 
 log = logging.getLogger("rmqtool.store")
 
-# queued calls past which the putter builds them itself: memory stays bounded when no drain runs
+# queued calls past which a putter builds them itself: memory stays bounded when no drain runs
 MAX_PENDING = 1024
 
 
 class DeferredIndex:
     """An IndexService whose builds wait until `drain`; the same methods as IndexService.
 
-    `wake` is called (outside every lock) when the first build is queued after a drain: serve
-    schedules `drain` on its event loop there. Single records (`build_index`) queued one after
+    `wake(drain)` is called (outside every lock) when the first build is queued after a drain:
+    serve schedules `drain` on its event loop there. Single records (`build_index`) queued one after
     another are built with one `build_index_batch`.
     """
 
     offloaded = False  # built in this process: MessageStore.start_index_process may still take over
 
-    def __init__(self, inner: IndexService, wake: Callable[[], None],
+    def __init__(self, inner: IndexService, wake: Callable[[Callable[[], None]], None],
                  failed: Callable[[Exception], None]) -> None:
         self.inner = inner
         self.wake = wake
         self.failed = failed  # MessageStore.dispatch_failed: what a failed build in the put path called
-        self._pending: list[tuple[Callable[..., None], tuple[Any, ...]] | IndexRecord] = []
-        self._queue_lock = threading.Lock()  # held only to add or take the queue
+        # appended by putters, taken from the left by `drain` (deque: both ends thread-safe, no lock)
+        self._pending: deque[tuple[Any, ...]] = deque()
+        self._scheduled = False  # a wake is out: the drain it causes takes everything queued by then
         self._build_lock = threading.Lock()  # held while building: drains run one at a time, in order
 
     # -- the put path ------------------------------------------------------------------------------
-    def _queue(self, item: tuple[Callable[..., None], tuple[Any, ...]] | IndexRecord) -> None:
-        with self._queue_lock:
-            pending = self._pending
-            pending.append(item)
-            n = len(pending)
-        if n == 1:
+    def _queue(self, item: tuple[Any, ...]) -> None:
+        pending = self._pending
+        pending.append(item)
+        if not self._scheduled:  # read after the append: a drain resets it before taking the queue
+            self._scheduled = True
             try:
-                self.wake()
+                self.wake(self.drain)
             except Exception as e:  # a closed loop: the next flush, look-up or close drains
                 log.debug("index drain not scheduled: %s", e)
-        elif n >= MAX_PENDING:
+        elif len(pending) >= MAX_PENDING:
             self.drain()
 
     def build_index(self, topic: str, phy_offset: int, store_timestamp: int, uniq_key: str | None,
@@ -88,15 +89,27 @@ class DeferredIndex:
 
     def drain(self) -> None:
         """Build everything queued so far, in order; a no-op when nothing waits."""
-        if not self._pending:
+        pending = self._pending
+        if not pending:
             return
-        with self._build_lock:
-            with self._queue_lock:
-                pending, self._pending = self._pending, []
-            try:
-                _build(self.inner, pending)
-            except (StoreError, OSError) as e:  # a full disk: as when the put path built them
-                self.failed(e)
+        lock = self._build_lock
+        lock.acquire()
+        try:
+            self._scheduled = False  # before taking the queue: a later put wakes again
+            if len(pending) == 1:  # serve's usual drain: one request's keys (only drains take, under the lock)
+                item = pending.popleft()
+                if len(item) == 5:
+                    topic, phy, ts, uniq, keys = item
+                    self.inner.build_index(topic, phy, ts, uniq, keys, ts)
+                else:
+                    item[0](*item[1])
+            else:
+                take = pending.popleft
+                _build(self.inner, [take() for _ in range(len(pending))])
+        except (StoreError, OSError) as e:  # a full disk: as when the put path built them
+            self.failed(e)
+        finally:
+            lock.release()
 
     # -- readers drain first -----------------------------------------------------------------------
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> list[int]:

@@ -272,10 +272,10 @@ class MessageStore(PutPath):
             self.index = self.dispatcher.index = self.cleaner.index = proc  # type: ignore[assignment]
         return True
 
-    def defer_index(self, wake: Callable[[], None]) -> bool:
+    def defer_index(self, wake: Callable[[Callable[[], None]], None]) -> bool:
         """Build index entries behind the append from now on (indexdefer.py): the put path queues
-        them and `drain_index` writes them; `wake` is called when a build is queued after a drain
-        (serve schedules `drain_index` on its event loop). False without an in-process index."""
+        them and `drain_index` writes them; `wake(drain)` is called when a build is queued after a
+        drain (serve schedules `drain` on its event loop). False without an in-process index."""
         from rmqtool.store.indexdefer import DeferredIndex
 
         index = self.index

@@ -26,10 +26,10 @@ def test_index_files_are_byte_identical_to_building_at_once(tmp_path, drain_ever
     clock = Clock()
     wakes = []
     with MessageStore.open(tmp_path / "deferred", cfg, clock=clock) as store:
-        assert store.defer_index(lambda: wakes.append(1))
+        assert store.defer_index(lambda drain: wakes.append(drain))
         index = store.index
         assert isinstance(index, DeferredIndex) and store.dispatcher.index is index and store.cleaner.index is index
-        assert not store.defer_index(lambda: None)  # once
+        assert not store.defer_index(lambda drain: None)  # once
         i = 0
         for r in range(30):  # `fill`'s puts, draining every `drain_every` rounds
             clock.now += 400
@@ -53,7 +53,7 @@ def test_index_files_are_byte_identical_to_building_at_once(tmp_path, drain_ever
 def test_single_puts_queued_together_are_built_as_one_batch(tmp_path, monkeypatch):
     calls = []
     with MessageStore.open(tmp_path / "s", small_config(max_hash_slot_num=64, max_index_num=4096)) as store:
-        store.defer_index(lambda: None)
+        store.defer_index(lambda drain: None)
         inner = store.index.inner
         real = inner.build_index_batch
         monkeypatch.setattr(inner, "build_index_batch", lambda recs: (calls.append(len(recs)), real(recs)))
@@ -69,7 +69,7 @@ def test_a_look_up_drains_first(tmp_path):
     clock = Clock()
     with MessageStore.open(tmp_path / "s", small_config(max_hash_slot_num=64, max_index_num=4096),
                            clock=clock) as store:
-        assert store.defer_index(lambda: None)  # a wake that never drains
+        assert store.defer_index(lambda drain: None)  # a wake that never drains
         for i in range(0, 400, 40):
             assert all(r.ok for r in store.put_messages([make_msg(j) for j in range(i, i + 40)]))
             assert store.put_message(make_msg(i + 1000)).ok
@@ -83,7 +83,7 @@ def test_a_look_up_drains_first(tmp_path):
 def test_pending_builds_stay_bounded_without_a_drain(tmp_path, monkeypatch):
     monkeypatch.setattr(indexdefer, "MAX_PENDING", 8)
     with MessageStore.open(tmp_path / "s", small_config(max_hash_slot_num=64, max_index_num=4096)) as store:
-        store.defer_index(lambda: None)
+        store.defer_index(lambda drain: None)
         most = 0
         for i in range(100):
             assert store.put_message(make_msg(i)).ok
@@ -94,7 +94,7 @@ def test_pending_builds_stay_bounded_without_a_drain(tmp_path, monkeypatch):
 
 def test_a_failed_build_is_reported_as_the_put_path_reports_it(tmp_path, monkeypatch, caplog):
     with MessageStore.open(tmp_path / "s", small_config()) as store:
-        store.defer_index(lambda: None)
+        store.defer_index(lambda drain: None)
         inner = store.index.inner
 
         def full(*a):
@@ -111,7 +111,7 @@ def test_a_failed_build_is_reported_as_the_put_path_reports_it(tmp_path, monkeyp
 
 def test_a_wake_that_raises_does_not_fail_the_put(tmp_path):
     with MessageStore.open(tmp_path / "s", small_config()) as store:
-        def closed_loop():
+        def closed_loop(drain):
             raise RuntimeError("Event loop is closed")
 
         store.defer_index(closed_loop)
@@ -124,7 +124,7 @@ CHILD = textwrap.dedent("""
     from rmqtool.store.messagestore import MessageStore
     from tests.store.conftest import make_msg, small_config
     store = MessageStore.open(sys.argv[1], small_config(max_hash_slot_num=64, max_index_num=4096))
-    store.defer_index(lambda: None)  # never drained: every key below is still queued at the kill
+    store.defer_index(lambda drain: None)  # never drained: every key below is still queued at the kill
     for i in range(0, 200, 20):
         assert all(r.ok for r in store.put_messages([make_msg(j) for j in range(i, i + 20)]))
     assert store.put_message(make_msg(500)).ok
