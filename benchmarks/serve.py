@@ -25,8 +25,12 @@ Targets:
            stored send), batches as 32 pipelined publishes, consumption through a pull consumer.
 
 Prints one line per case (with the server's CPU per message, its child processes' included, from /proc: on a shared
-machine throughput moves with other load, CPU per message much less) and the throughput ratio
-rmqtool / reference.
+machine throughput moves with other load, CPU per message much less; with the Java generator also
+the client's own CPU per message in its measured window) and the throughput ratio rmqtool /
+reference. Every case is timed without the clients' start-up: produce from an agreed start, consume
+from the moment every puller has its queue. Where the client's CPU per message is several times
+the server's (Apache's Java client on single sends), the case measures the client on 2 shared cores
+as much as the server.
 """
 
 from __future__ import annotations
