@@ -3,6 +3,7 @@ dispatcher has a path for, an in-process reference store, its index files and ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from rmqtool.store.checkpoint import StoreCheckpoint
@@ -27,7 +28,8 @@ def messages(first: int, n: int) -> list:
     return out
 
 
-def fill(store: MessageStore, clock: Clock, rounds: int, first: int = 0) -> int:
+def fill(store: MessageStore, clock: Clock, rounds: int, first: int = 0,
+         after_round: Callable[[int], None] | None = None) -> int:
     """Single puts and batches, the clock moving on by 0.4 s per round; returns the next id."""
     i = first
     for r in range(rounds):
@@ -39,6 +41,8 @@ def fill(store: MessageStore, clock: Clock, rounds: int, first: int = 0) -> int:
         else:
             assert all(res.ok for res in store.put_messages(messages(i, 40)))
             i += 40
+        if after_round is not None:
+            after_round(r)
     return i
 
 

@@ -16,7 +16,7 @@ from rmqtool.store import indexdefer
 from rmqtool.store.indexdefer import DeferredIndex
 from rmqtool.store.messagestore import MessageStore
 from tests.store.conftest import Clock, make_msg, small_config
-from tests.store.index_helpers import index_files, index_ts, messages, reference
+from tests.store.index_helpers import fill, index_files, index_ts, reference
 
 
 @pytest.mark.parametrize("drain_every", [1, 3, 7, 1000])
@@ -30,19 +30,12 @@ def test_index_files_are_byte_identical_to_building_at_once(tmp_path, drain_ever
         index = store.index
         assert isinstance(index, DeferredIndex) and store.dispatcher.index is index and store.cleaner.index is index
         assert not store.defer_index(lambda drain: None)  # once
-        i = 0
-        for r in range(30):  # `fill`'s puts, draining every `drain_every` rounds
-            clock.now += 400
-            if r % 2:
-                for m in messages(i, 5):
-                    assert store.put_message(m).ok
-                i += 5
-            else:
-                assert all(res.ok for res in store.put_messages(messages(i, 40)))
-                i += 40
+        def drain_now(r: int) -> None:
             if r % drain_every == drain_every - 1:
                 store.drain_index()
                 assert index.pending() == 0
+
+        fill(store, clock, 30, after_round=drain_now)  # `reference`'s puts, drained every `drain_every` rounds
         assert wakes
     want, got = index_files(ref), index_files(tmp_path / "deferred")
     assert len(want) > 3
