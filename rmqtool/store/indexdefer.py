@@ -99,8 +99,7 @@ class DeferredIndex:
             if len(pending) == 1:  # serve's usual drain: one request's keys (only drains take, under the lock)
                 item = pending.popleft()
                 if len(item) == 5:
-                    topic, phy, ts, uniq, keys = item
-                    self.inner.build_index(topic, phy, ts, uniq, keys, ts)
+                    _build_record(self.inner, item)
                 else:
                     item[0](*item[1])
             else:
@@ -139,11 +138,7 @@ class DeferredIndex:
         self.drain()
         return self.inner.all_files()
 
-    @property
-    def last_full_end_timestamp(self) -> int:
-        return self.inner.last_full_end_timestamp
-
-    def __getattr__(self, name: str) -> Any:  # the rest of IndexService's attributes, read through
+    def __getattr__(self, name: str) -> Any:  # the rest of IndexService's (last_full_end_timestamp, ...)
         return getattr(self.inner, name)
 
 
@@ -164,7 +159,11 @@ def _build(inner: IndexService, pending: list[Any]) -> None:
 
 def _build_singles(inner: IndexService, records: list[IndexRecord]) -> None:
     if len(records) == 1:
-        topic, phy, ts, uniq, keys = records[0]
-        inner.build_index(topic, phy, ts, uniq, keys, ts)
+        _build_record(inner, records[0])
     else:
         inner.build_index_batch(records)
+
+
+def _build_record(inner: IndexService, record: IndexRecord) -> None:
+    topic, phy, ts, uniq, keys = record
+    inner.build_index(topic, phy, ts, uniq, keys, ts)

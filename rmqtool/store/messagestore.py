@@ -274,8 +274,8 @@ class MessageStore(PutPath):
 
     def defer_index(self, wake: Callable[[Callable[[], None]], None]) -> bool:
         """Build index entries behind the append from now on (indexdefer.py): the put path queues
-        them and `drain_index` writes them; `wake(drain)` is called when a build is queued after a
-        drain (serve schedules `drain` on its event loop). False without an in-process index."""
+        them and the index's `drain` writes them; `wake(drain)` is called when a build is queued after
+        a drain (serve schedules `drain` on its event loop). False without an in-process index."""
         from rmqtool.store.indexdefer import DeferredIndex
 
         index = self.index
@@ -285,12 +285,6 @@ class MessageStore(PutPath):
             deferred = DeferredIndex(index, wake, self.dispatch_failed)
             self.index = self.dispatcher.index = self.cleaner.index = deferred  # type: ignore[assignment]
         return True
-
-    def drain_index(self) -> None:
-        """Write the index entries `defer_index` queued (a no-op otherwise)."""
-        drain = getattr(self.index, "drain", None)
-        if drain is not None and not self.index.offloaded:  # type: ignore[union-attr]
-            drain()
 
     def close(self) -> None:
         """Clean shutdown: flush everything, write the checkpoint, remove `abort`, release `lock`."""

@@ -32,7 +32,7 @@ def test_index_files_are_byte_identical_to_building_at_once(tmp_path, drain_ever
         assert not store.defer_index(lambda drain: None)  # once
         def drain_now(r: int) -> None:
             if r % drain_every == drain_every - 1:
-                store.drain_index()
+                store.index.drain()
                 assert index.pending() == 0
 
         fill(store, clock, 30, after_round=drain_now)  # `reference`'s puts, drained every `drain_every` rounds
@@ -53,7 +53,7 @@ def test_single_puts_queued_together_are_built_as_one_batch(tmp_path, monkeypatc
         for i in range(16):
             assert store.put_message(make_msg(i)).ok
         assert store.index.pending() == 16 and calls == []
-        store.drain_index()
+        store.index.drain()
         assert calls == [16]
         assert [m.uniq_key for m in store.query_message("TopicTest", "key15")] == ["UNIQ00000015"]
 
@@ -96,7 +96,7 @@ def test_a_failed_build_is_reported_as_the_put_path_reports_it(tmp_path, monkeyp
         monkeypatch.setattr(inner, "build_index", full)
         monkeypatch.setattr(inner, "build_index_batch", full)
         assert store.put_message(make_msg(1)).ok  # acknowledged: the record is in the CommitLog
-        store.drain_index()  # no exception out of the loop's callback
+        store.index.drain()  # no exception out of the loop's callback
         assert store.running_flags.flag_bits != 0
         assert not store.put_message(make_msg(2)).ok  # refused until restart, as after any failed dispatch
         assert "can not write" in caplog.text
