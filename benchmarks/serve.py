@@ -27,8 +27,9 @@ Targets:
 Prints one line per case (with the server's CPU per message, its child processes' included, from /proc: on a shared
 machine throughput moves with other load, CPU per message much less; with the Java generator also
 the client's own CPU per message in its measured window) and the throughput ratio rmqtool /
-reference. Every case is timed without the clients' start-up: produce from an agreed start, consume
-from the moment every puller has its queue. Where the client's CPU per message is several times
+reference. With the Java generator every case is timed without the clients' start-up: produce from
+an agreed start, consume from the moment every puller has its queue (the Python generator's
+consume still includes its processes' start). Where the client's CPU per message is several times
 the server's (Apache's Java client on single sends), the case measures the client on 2 shared cores
 as much as the server.
 """
