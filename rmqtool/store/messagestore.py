@@ -168,20 +168,25 @@ class MessageStore(PutPath):
             cp = self.checkpoint
             assert cp is not None
             min_ts = cp.min_timestamp()
-            if self.index is not None:
+            indexed_to = self._index_kept_to()
+            if self.index is not None and indexed_to is None:
                 # getMinTimestampIndex, with the same 3 s slack as the other marks: records stored
                 # in the same millisecond as the last full index file's end must be re-indexed too
                 min_ts = min(min_ts, max(0, cp.index_msg_timestamp - 3000))
             start = cl.recover_start_abnormal(min_ts)
+            if indexed_to is not None:
+                # the kept index holds every key up to the last record it counted: the scan
+                # starts no later than that record's file (and no later than the checkpoint's
+                # marks allow, as Java's recoverAbnormally), not at the last full index file
+                holder = cl.mfq.find(indexed_to)
+                start = min(start, holder.from_offset if holder is not None else files[0].from_offset)
             dispatch_from = start
             needs_dispatch = self._needs_redispatch
-            if self._page_cache_intact() and self.index is not None and self.index.files:
+            if indexed_to is not None:
                 # records are dispatched in CommitLog order, ConsumeQueue units before index keys,
                 # so with every mapped write still there, each record up to the last index
                 # file's endPhyOffset has its units and keys: only those past it are looked at
-                last = self.index.files[-1]
-                if last.index_count > 1:
-                    dispatch_from = max(dispatch_from, last.end_phy_offset + 1)
+                dispatch_from = max(dispatch_from, indexed_to + 1)
         on_record = None
         if not self.read_only:
             dispatcher, levels = self.dispatcher, self.delay_levels_ms
@@ -200,6 +205,15 @@ class MessageStore(PutPath):
             last = cl.mfq.files[-1]
             ts = cl.first_record_timestamp(last)
             cl.last_store_timestamp = ts or 0
+
+    def _index_kept_to(self) -> int | None:
+        """After a process crash: the last index file's endPhyOffset (every key up to that record
+        is in), None when the index was not kept (`IndexService.load`) or its last file is empty."""
+        index = self.index
+        if index is None or not index.files or not self._page_cache_intact():
+            return None
+        last = index.files[-1]
+        return last.end_phy_offset if last.index_count > 1 else None
 
     def _page_cache_intact(self) -> bool:
         """After a crash: did only the writing process die (`abort_from_this_boot`)?"""

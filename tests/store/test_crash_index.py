@@ -163,3 +163,70 @@ def test_batch_dispatch_writes_the_files_one_put_at_a_time_writes(tmp_path, cfg)
         assert files
         for rel in files:
             assert (dirs[0] / rel).read_bytes() == (dirs[1] / rel).read_bytes(), rel
+
+
+def _killed_after_flush(root, cfg, tmp_path, n: int):
+    """`n` 1 KiB messages 10 s apart over several CommitLog files, flushed (checkpoint written),
+    then 3 more unflushed; copied while open, as kill -9 leaves it. The index file never fills,
+    so the checkpoint's index mark stays 0."""
+    from tests.store.conftest import Clock
+
+    clock = Clock()
+    store = MessageStore.open(root, cfg, clock=clock)
+    try:
+        for i in range(n + 3):
+            clock.now += 10_000
+            store.put_message(make_msg(i, body_size=1024))
+            if i == n - 1:
+                store.flush()
+        assert store.checkpoint.index_msg_timestamp == 0
+        files = [mf.from_offset for mf in store.commitlog.mfq.files]
+        copy = tmp_path / "crashed"
+        shutil.copytree(root, copy, ignore=shutil.ignore_patterns("lock"))
+    finally:
+        store.close()
+    return copy, files
+
+
+def _scan_starts(monkeypatch) -> list[int]:
+    starts: list[int] = []
+    real = messagestore.CommitLog.scan_valid
+
+    def scan_valid(self, start, **kw):
+        starts.append(start)
+        return real(self, start, **kw)
+
+    monkeypatch.setattr(messagestore.CommitLog, "scan_valid", scan_valid)
+    return starts
+
+
+def _assert_all_indexed(store, n: int):
+    for i in range(n):
+        assert [m.uniq_key for m in store.query_message("TopicTest", f"key{i}", 10, 0, 2**62)] == [f"UNIQ{i:08d}"]
+    assert store.get_max_offset_in_queue("TopicTest", 0) == n
+
+
+def test_a_kept_index_lets_the_scan_start_at_the_checkpoints_file(store_dir, tmp_path, monkeypatch):
+    """Java's recoverAbnormally starts at the last file whose first record is no newer than the
+    checkpoint's marks; the kept index (process crash) needs nothing earlier than its own end."""
+    from tests.store.conftest import small_config
+
+    cfg = small_config(max_index_num=4096, max_hash_slot_num=512)
+    copy, files = _killed_after_flush(store_dir, cfg, tmp_path, 200)
+    assert len(files) >= 3 and abort_from_this_boot(copy)
+    starts = _scan_starts(monkeypatch)
+    with MessageStore.open(copy, cfg) as store:
+        _assert_all_indexed(store, 203)
+    assert starts == [files[-1]]
+
+
+def test_after_a_system_crash_the_scan_starts_where_the_index_must_be_rebuilt(store_dir, tmp_path, monkeypatch):
+    from tests.store.conftest import small_config
+
+    cfg = small_config(max_index_num=4096, max_hash_slot_num=512)
+    copy, files = _killed_after_flush(store_dir, cfg, tmp_path, 200)
+    os.utime(abort_path(copy), (0, 0))
+    starts = _scan_starts(monkeypatch)
+    with MessageStore.open(copy, cfg) as store:
+        _assert_all_indexed(store, 203)
+    assert starts == [files[0]]
