@@ -28,6 +28,7 @@ from rmqtool.layouts.constants import (
 )
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
 from rmqtool.store.diskspace import map_read_only
+from rmqtool.store.scanparallel import sync_point
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp, 48 bytes
 # totalSize, magicCode, bodyCRC, queueId, queueOffset, physicalOffset, sysFlag, storeTimestamp and
@@ -397,23 +398,9 @@ PARALLEL_MIN_BYTES = 64 << 20
 
 
 def _sync_point(qf: QueueFile, size: int) -> int | None:
-    """A record boundary near the middle of a file: magic at +4 and physicalOffset = base + position.
-
-    A record's physicalOffset names its own position, which makes any record a sync marker; a
-    false match only costs the fallback to a sequential scan.
-    """
+    """A record boundary near the middle of a file (`scanparallel.sync_point`)."""
     with open(qf.path, "rb") as fh, map_read_only(fh.fileno(), size) as mm:
-        at = size // 2
-        limit = min(size, at + (16 << 20))
-        for magic in (struct.pack(">i", MESSAGE_MAGIC_CODE), struct.pack(">i", MESSAGE_MAGIC_CODE_V2)):
-            c = mm.find(magic, at, limit)
-            while c >= 4:
-                p = c - 4
-                total = _I32.unpack_from(mm, p)[0]
-                if p + 36 <= size and _I64.unpack_from(mm, p + 28)[0] == qf.base + p and 91 <= total <= size - p:
-                    return p
-                c = mm.find(magic, c + 1, limit)
-    return None
+        return sync_point(mm, qf.base, size // 2, size // 2 + (16 << 20))
 
 
 def _child_scan(conn, files, root, check_crc, file_size, byte_range) -> None:

@@ -29,6 +29,7 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.crc import crc32
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
 from rmqtool.store.mappedfile import MappedFile, MappedFileQueue
+from rmqtool.store.scanparallel import scan_ahead
 
 _Q = struct.Struct(">q")
 _BLANK = struct.Struct(">ii")
@@ -113,8 +114,11 @@ _V6_FLAGS = BORNHOST_V6_FLAG | STOREHOSTADDRESS_V6_FLAG
 
 def _scan_file(mv: memoryview, pos: int, file_size: int, base: int, check_crc: bool,
                on_record: Callable[[memoryview, int, int], None] | None,
-               needs_dispatch: NeedsDispatch | None, dispatch_from: int = 0) -> tuple[int, int]:
+               needs_dispatch: NeedsDispatch | None, dispatch_from: int = 0,
+               limit: int | None = None) -> tuple[int, int]:
     """`scan_valid` over one file from `pos`: (position reached, last result of the check).
+
+    With `limit` it returns at the first record boundary at or past it, as at the file's end.
 
     Recovery spends its time here, once per record, so the usual record (magic V1, IPv4
     hosts) is checked with one unpack, the CRC and a few comparisons that accept exactly what
@@ -122,6 +126,7 @@ def _scan_file(mv: memoryview, pos: int, file_size: int, base: int, check_crc: b
     `check_record_fast`, whose answer is final. Topic names are decoded once per distinct name.
     """
     crc32, unpack, fast_end = _crc32, _unpack_fixed_v4, file_size - 91
+    stop = file_size if limit is None else min(limit, file_size)
     topics: dict[bytes, str] = {}
     total = 0
     while True:
@@ -149,7 +154,7 @@ def _scan_file(mv: memoryview, pos: int, file_size: int, base: int, check_crc: b
                             if needs_dispatch(base + pos, topic, queue_id, queue_offset, sys_flag, total):
                                 on_record(mv, pos, base + pos)
                     pos = rec_end
-                    if pos >= file_size:
+                    if pos >= stop:
                         return pos, total
                     continue
         total, topic_pos, topic_len, queue_id, queue_offset, sys_flag = check_record_fast(mv, pos, file_size, check_crc)
@@ -161,7 +166,7 @@ def _scan_file(mv: memoryview, pos: int, file_size: int, base: int, check_crc: b
                                   queue_id, queue_offset, sys_flag, total)):
             on_record(mv, pos, base + pos)
         pos += total
-        if pos >= file_size:
+        if pos >= stop:
             return pos, total
 
 
@@ -340,23 +345,42 @@ class CommitLog:
         a blank moves on to the next file if there is one. Records are checked with
         `check_record_fast`; only those `needs_dispatch` accepts (all, without it) are handed
         to `on_record(file_view, position_in_file, commit_log_offset)`, and none before
-        `dispatch_from` (checked, not offered).
+        `dispatch_from` (checked, not offered). The records before `dispatch_from` (all, without
+        `on_record`) are checked on every core when there are many (`scanparallel`).
         """
+        files = self.mfq.files
+        if files and (on_record is None or dispatch_from > start):
+            check_end = files[-1].from_offset + self.file_size if on_record is None else dispatch_from
+            ahead = scan_ahead(self, start, check_end, check_crc)
+            if ahead is not None:
+                start = ahead  # a record boundary the scan from `start` passes, or where it ends
+        return self.scan_range(start, check_crc=check_crc, on_record=on_record, needs_dispatch=needs_dispatch,
+                               dispatch_from=dispatch_from)
+
+    def scan_range(self, start: int, *, check_crc: bool, on_record: Callable[[memoryview, int, int], None] | None,
+                   needs_dispatch: NeedsDispatch | None = None, dispatch_from: int = 0,
+                   stop: int | None = None) -> int:
+        """`scan_valid` on this core alone; with `stop`, it also ends at the first record
+        boundary at or past `stop` (an offset below `stop` is where the valid records end)."""
         files = self.mfq.files
         if not files:
             return start
+        file_size = self.file_size
         offset = start
+        if offset >= files[-1].from_offset + file_size:
+            return offset  # past the last file: where a scan that closed it ended
         mf = self.mfq.find(offset)
         if mf is None:
             return files[0].from_offset
         idx = files.index(mf)
-        file_size = self.file_size
         while True:
+            if stop is not None and offset >= stop:
+                return offset
             base = mf.from_offset
             mv = memoryview(mf.mm)
             try:
                 pos, total = _scan_file(mv, offset - base, file_size, base, check_crc, on_record, needs_dispatch,
-                                        dispatch_from - base)
+                                        dispatch_from - base, None if stop is None else stop - base)
             finally:
                 mv.release()
             if total == _BAD_RESULT:
@@ -368,6 +392,8 @@ class CommitLog:
                 idx += 1
                 mf = files[idx]
                 offset = mf.from_offset
+            else:
+                return base + pos  # stopped at a boundary at or past `stop`
 
     def first_record_timestamp(self, mf: MappedFile) -> int | None:
         """STORETIMESTAMP of a file's first record, None if it does not start with a record."""
