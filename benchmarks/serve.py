@@ -28,7 +28,10 @@ Prints one line per case (with the server's CPU per message, its child processes
 machine throughput moves with other load, CPU per message much less; with the Java generator also
 the client's own CPU per message in its measured window) and the throughput ratio rmqtool /
 reference. With the Java generator every case is timed without the clients' start-up: produce from
-an agreed start, consume from the moment every puller has its queue (the Python generator's
+an agreed start, after `--client-warmup` seconds (default 2) in which every producer already sends
+what is not counted (its JVM's JIT compiles the send path before the window, as for every target;
+before 2026-12-03 each case's fresh client JVMs warmed up inside the window, which moved a case by
+up to 2x between rounds), consume from the moment every puller has its queue (the Python generator's
 consume still includes its processes' start). Where the client's CPU per message is several times
 the server's (Apache's Java client on single sends), the case measures the client on 2 shared cores
 as much as the server.
@@ -50,6 +53,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -434,6 +438,7 @@ async def nats_puller(addr: str, stream: str, queue_id: int, lat: list[float]) -
 
 JAVA_DIR = ROOT / "benchmarks" / "java"
 JAVA_CLIENT: list[str] = []  # the java command line prefix once built
+CLIENT_WARMUP = [2.0]  # --client-warmup: unmeasured seconds each Java producer sends before its window
 
 
 def build_java_client() -> list[str] | None:
@@ -478,17 +483,34 @@ def _java_results(procs: list[subprocess.Popen], timeout: float) -> list[dict]:
 def java_produce(t: Target, topic: str, mode: str, producers: int, duration: float, client_procs: int) -> Result:
     kind = "nats" if t.kind == "nats" else "rocketmq"
     addr = t.broker if t.kind == "nats" else t.namesrv
-    start_at = int((time.time() + 6) * 1000)  # JVM start, client start and route lookups before the go
+    warmup = CLIENT_WARMUP[0]
+    # JVM start, client start and route lookups, then `warmup` s of unmeasured sends, before the go
+    start_at = int((time.time() + 6 + warmup) * 1000)
     procs, first = [], 0
     for n in _spread(producers, min(producers, client_procs)):
         procs.append(subprocess.Popen([*JAVA_CLIENT, kind, "produce", mode, addr, topic, str(first), str(n),
-                                       str(start_at), str(duration)], stdout=subprocess.PIPE,
+                                       str(start_at), str(duration), str(warmup)], stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
         first += n
+    # the server's CPU in the measured window alone (not the clients' start nor their warm-up)
+    marks: list[float | None] = []
+    sampler = threading.Thread(target=_sample_cpu, args=(t, start_at / 1000, duration, marks), daemon=True)
+    sampler.start()
     results = _java_results(procs, duration + 120)
-    return Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r["count"] for r in results), duration,
-                  [x for r in results for x in r["lat"]], sum(r["busy"] for r in results),
-                  client_cpu=sum(r["cpu"] for r in results))
+    sampler.join()
+    r = Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r["count"] for r in results), duration,
+               [x for r in results for x in r["lat"]], sum(r["busy"] for r in results),
+               client_cpu=sum(r["cpu"] for r in results))
+    if len(marks) == 2 and None not in marks:
+        r.server_cpu = marks[1] - marks[0]
+    return r
+
+
+def _sample_cpu(t: Target, start: float, duration: float, marks: list[float | None]) -> None:
+    """`server_cpu` at epoch second `start` and `duration` s later, into `marks`."""
+    for at in (start, start + duration):
+        time.sleep(max(0.0, at - time.time()))
+        marks.append(server_cpu(t))
 
 
 def java_consume(t: Target, topic: str, client_procs: int) -> Result:
@@ -653,11 +675,12 @@ def server_cpu(t: Target) -> float | None:
 
 
 def _with_cpu(t: Target, run: Callable[..., Result], *args: object) -> Result:
-    """`run(t, *args)` with the server CPU it cost recorded on the Result."""
+    """`run(t, *args)` with the server CPU it cost recorded on the Result (unless `run` measured
+    it over its own window)."""
     c0 = server_cpu(t)
     r = run(t, *args)
     c1 = server_cpu(t)
-    if c0 is not None and c1 is not None:
+    if c0 is not None and c1 is not None and r.server_cpu is None:
         r.server_cpu = c1 - c0
     return r
 
@@ -729,6 +752,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1,
                     help="run every target this many times, in turn; ratios use each case's median round")
     ap.add_argument("--warmup", type=float, default=4.0, help="unmeasured seconds of load first (JIT etc.)")
+    ap.add_argument("--client-warmup", type=float, default=2.0,
+                    help="Java generator: seconds every producer sends, unmeasured, before each case's window "
+                         "(the client JVM's JIT warm-up kept out of the measurement, the same for every target)")
     ap.add_argument("--targets", default="rmqtool,apache,nats")
     ap.add_argument("--client-procs", type=int, default=max(2, min(4, os.cpu_count() or 2)))
     ap.add_argument("--flush", default="async", choices=["async", "sync"], help="rmqtool serve's --flush")
@@ -745,6 +771,7 @@ def main() -> None:
         if cmd is None:
             raise SystemExit("the Java load generator needs java and mvn (or use --client python)")
         JAVA_CLIENT[:] = cmd
+        CLIENT_WARMUP[0] = args.client_warmup
         PRODUCE, CONSUME = java_produce, java_consume
     wanted = args.targets.split(",")
     print(f"# {os.cpu_count()} cores shared by server and {args.client_procs} {args.client} client processes; "

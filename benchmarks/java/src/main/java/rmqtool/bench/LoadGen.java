@@ -34,11 +34,13 @@ import org.apache.rocketmq.common.message.MessageQueue;
  * every server sees the same spread.
  *
  * <pre>
- *   LoadGen rocketmq|nats produce single|batch ADDR TOPIC FIRST_IDX THREADS START_AT_MS DURATION_S
+ *   LoadGen rocketmq|nats produce single|batch ADDR TOPIC FIRST_IDX THREADS START_AT_MS DURATION_S [WARMUP_S]
  *   LoadGen rocketmq|nats consume ADDR TOPIC QUEUE[,QUEUE...]
  * </pre>
  *
- * ADDR is the name server (RocketMQ) or the NATS server, host:port. Prints one JSON line:
+ * ADDR is the name server (RocketMQ) or the NATS server, host:port. Producers send from WARMUP_S
+ * (default 0) before START_AT_MS on, unmeasured: the send path is compiled by the JIT before the
+ * window opens, so a case does not time this JVM's warm-up. Prints one JSON line:
  * {"count":N,"busy":B,"lat":[seconds,...]} (latencies of a sample of requests).
  */
 public final class LoadGen {
@@ -98,6 +100,7 @@ public final class LoadGen {
             int threads = Integer.parseInt(args[6]);
             long startAt = Long.parseLong(args[7]);
             double duration = Double.parseDouble(args[8]);
+            WARMUP_MS = args.length > 9 ? (long) (Double.parseDouble(args[9]) * 1000) : 0;
             Body body = kind.equals("nats")
                 ? natsProducer(addr, topic, mode, first, startAt, duration)
                 : rocketmqProducer(addr, topic, mode, first, startAt, duration);
@@ -148,6 +151,7 @@ public final class LoadGen {
         Runtime.getRuntime().halt(0); // client threads need not wind down
     }
 
+    static long WARMUP_MS; // produce: unmeasured sending before the window
     static volatile long WINDOW_START_MS; // produce: the agreed start; consume: set when every puller is ready
     static java.util.concurrent.CountDownLatch READY; // consume: counted down by each puller once it has its queue
     static volatile long windowStart;
@@ -208,6 +212,12 @@ public final class LoadGen {
         return tallies;
     }
 
+    /** Waits until the warm-up begins; returns the window's start in System.nanoTime() terms. */
+    static long awaitWarmup(long startAt) throws InterruptedException {
+        waitUntil(startAt - WARMUP_MS);
+        return System.nanoTime() + (startAt - System.currentTimeMillis()) * 1_000_000L;
+    }
+
     static void waitUntil(long epochMs) throws InterruptedException {
         long d = epochMs - System.currentTimeMillis();
         if (d > 0) {
@@ -231,12 +241,14 @@ public final class LoadGen {
             try {
                 List<MessageQueue> mqs = new ArrayList<>(p.fetchPublishMessageQueues(topic));
                 mqs.sort(null);
-                waitUntil(startAt);
-                long stopAt = System.nanoTime() + (long) (duration * 1e9);
+                long startNs = awaitWarmup(startAt);
+                long stopAt = startNs + (long) (duration * 1e9);
                 long sent = 0;
+                long turn = 0;
                 while (System.nanoTime() < stopAt) {
-                    MessageQueue mq = mqs.get((int) ((idx + sent) % mqs.size()));
+                    MessageQueue mq = mqs.get((int) ((idx + turn) % mqs.size()));
                     long t0 = System.nanoTime();
+                    boolean counted = t0 >= startNs;
                     SendResult r;
                     int n;
                     try {
@@ -254,17 +266,22 @@ public final class LoadGen {
                         }
                     } catch (MQBrokerException e) {
                         if (e.getResponseCode() == 2 || e.getResponseCode() == 14) { // busy: flow control
-                            t.busy++;
+                            if (counted) {
+                                t.busy++;
+                            }
                             Thread.sleep(1);
                             continue;
                         }
                         throw e;
                     }
-                    t.latency(System.nanoTime() - t0);
                     if (r.getSendStatus() != SendStatus.SEND_OK) {
                         throw new IllegalStateException("send status " + r.getSendStatus());
                     }
-                    sent += n;
+                    turn += n;
+                    if (counted) {
+                        t.latency(System.nanoTime() - t0);
+                        sent += n;
+                    }
                 }
                 t.count = sent;
             } finally {
@@ -313,15 +330,18 @@ public final class LoadGen {
             int idx = first + thread;
             try (Connection nc = Nats.connect("nats://" + addr)) {
                 JetStream js = nc.jetStream();
-                waitUntil(startAt);
-                long stopAt = System.nanoTime() + (long) (duration * 1e9);
+                long startNs = awaitWarmup(startAt);
+                long stopAt = startNs + (long) (duration * 1e9);
                 long sent = 0;
+                long turn = 0;
                 while (System.nanoTime() < stopAt) {
-                    String subject = stream + ".q" + ((idx + sent) % QUEUES);
+                    String subject = stream + ".q" + ((idx + turn) % QUEUES);
                     long t0 = System.nanoTime();
+                    boolean counted = t0 >= startNs;
+                    int n;
                     if (mode.equals("single")) {
                         js.publish(subject, BODY);
-                        sent += 1;
+                        n = 1;
                     } else {
                         List<CompletableFuture<PublishAck>> acks = new ArrayList<>(BATCH);
                         for (int k = 0; k < BATCH; k++) {
@@ -330,9 +350,13 @@ public final class LoadGen {
                         for (CompletableFuture<PublishAck> a : acks) {
                             a.get();
                         }
-                        sent += BATCH;
+                        n = BATCH;
                     }
-                    t.latency(System.nanoTime() - t0);
+                    turn += n;
+                    if (counted) {
+                        t.latency(System.nanoTime() - t0);
+                        sent += n;
+                    }
                 }
                 t.count = sent;
             }
