@@ -19,12 +19,18 @@ import os
 import signal
 import struct
 import warnings
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from rmqtool.layouts.constants import MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2
 
-if TYPE_CHECKING:
-    from rmqtool.store.commitlog import CommitLog
+
+class CommitLog(Protocol):
+    """What is used of `commitlog.CommitLog` (named here so that this module needs nothing of it)."""
+
+    mfq: Any
+    file_size: int
+
+    def scan_range(self, start: int, *, check_crc: bool, on_record: Any, stop: int | None = None) -> int: ...
 
 # below this many bytes to check, a fork costs more than it saves
 PARALLEL_SCAN_MIN = 64 << 20
