@@ -80,7 +80,11 @@ def _split(cl: CommitLog, start: int, end: int, jobs: int) -> list[int]:
         if mf is None:
             continue
         at = target - mf.from_offset
-        p = sync_point(mf.mm, mf.from_offset, at, min(cl.file_size, at + SYNC_WINDOW))
+        # never past what the file holds: on tmpfs even reading a hole takes a page (SIGBUS when full)
+        limit = min(cl.file_size, at + SYNC_WINDOW, mf.readable_end())
+        if at >= limit:
+            continue
+        p = sync_point(mf.mm, mf.from_offset, at, limit)
         if p is not None:
             points.append(mf.from_offset + p)
     return points
@@ -134,6 +138,9 @@ def scan_ahead(cl: CommitLog, start: int, end: int, check_crc: bool) -> int | No
     scanning from there, which costs one record when the log ends there.
     """
     jobs = scan_jobs()
+    files = cl.mfq.files
+    if files:  # the stretches are cut where records can be: not in the last file's unwritten tail
+        end = min(end, files[-1].from_offset + files[-1].readable_end())
     if jobs < 2 or end - start < PARALLEL_SCAN_MIN or not hasattr(os, "fork"):
         return None
     points = sorted({p for p in _split(cl, start, end, jobs) if start < p < end})
