@@ -498,12 +498,12 @@ def java_produce(t: Target, topic: str, mode: str, producers: int, duration: flo
     sampler.start()
     results = _java_results(procs, duration + 120)
     sampler.join()
-    r = Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r["count"] for r in results), duration,
-               [x for r in results for x in r["lat"]], sum(r["busy"] for r in results),
-               client_cpu=sum(r["cpu"] for r in results))
+    res = Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r["count"] for r in results), duration,
+                 [x for r in results for x in r["lat"]], sum(r["busy"] for r in results),
+                 client_cpu=sum(r["cpu"] for r in results))
     if len(marks) == 2 and None not in marks:
-        r.server_cpu = marks[1] - marks[0]
-    return r
+        res.server_cpu = marks[1] - marks[0]
+    return res
 
 
 def _sample_cpu(t: Target, start: float, duration: float, marks: list[float | None]) -> None:

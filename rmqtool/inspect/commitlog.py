@@ -28,7 +28,7 @@ from rmqtool.layouts.constants import (
 )
 from rmqtool.layouts.message import Blank, MessageExt, RecordError, decode_record
 from rmqtool.store.diskspace import map_read_only
-from rmqtool.store.scanparallel import sync_point
+from rmqtool.store.scanparallel import PARALLEL_SCAN_MIN, SYNC_WINDOW, sync_point
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # totalSize .. bornTimestamp, 48 bytes
 # totalSize, magicCode, bodyCRC, queueId, queueOffset, physicalOffset, sysFlag, storeTimestamp and
@@ -394,13 +394,13 @@ class CommitLogReader:
         self.close()
 
 
-PARALLEL_MIN_BYTES = 64 << 20
+PARALLEL_MIN_BYTES = PARALLEL_SCAN_MIN  # below this, a fork costs more than it saves (as in recovery)
 
 
 def _sync_point(qf: QueueFile, size: int) -> int | None:
     """A record boundary near the middle of a file (`scanparallel.sync_point`)."""
     with open(qf.path, "rb") as fh, map_read_only(fh.fileno(), size) as mm:
-        return sync_point(mm, qf.base, size // 2, size // 2 + (16 << 20))
+        return sync_point(mm, qf.base, size // 2, size // 2 + SYNC_WINDOW)
 
 
 def _child_scan(conn, files, root, check_crc, file_size, byte_range) -> None:

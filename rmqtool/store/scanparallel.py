@@ -32,6 +32,7 @@ class CommitLog(Protocol):
 
     def scan_range(self, start: int, *, check_crc: bool, on_record: Any, stop: int | None = None) -> int: ...
 
+
 # below this many bytes to check, a fork costs more than it saves
 PARALLEL_SCAN_MIN = 64 << 20
 MAX_JOBS = 4
