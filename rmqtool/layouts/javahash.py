@@ -73,7 +73,8 @@ def _one_length_hashes(texts: list[str], prefix: str, code: str) -> list[int] | 
     if len(texts) < _COLUMNS_FROM:
         return None
     n = len(texts[0])
-    if n > _POW_LIMIT or not prefix.isascii() or not "".join(texts).isascii():
+    joined = "".join(texts)
+    if n > _POW_LIMIT or not prefix.isascii() or not joined.isascii():
         return None
     lengths = list(map(len, texts))
     if min(lengths) != max(lengths):
@@ -83,7 +84,7 @@ def _one_length_hashes(texts: list[str], prefix: str, code: str) -> list[int] | 
     base = hp * _P31[n]
     if same:
         base += (java_string_hash(texts[0][:same]) & _MASK32) * _P31[n - same]
-    return list(_column_hashes(texts, n, base & _MASK32, same, code))
+    return list(_column_hashes(texts, n, base & _MASK32, same, code, joined))
 
 
 def _hashes(texts: list[str], prefix: str) -> list[int]:
@@ -141,11 +142,13 @@ def _common_length(low: str, high: str) -> int:
     return lo
 
 
-def _column_hashes(texts: list[str], n: int, base: int, start: int = 0, code: str = "I") -> tuple[int, ...]:
+def _column_hashes(texts: list[str], n: int, base: int, start: int = 0, code: str = "I",
+                   joined: str | None = None) -> tuple[int, ...]:
     """Hashes of `len(texts)` ASCII texts of length `n`, each plus `base`, mod 2**32, from the
-    columns from `start` on (those before are in `base`); unsigned, or signed with `code` "i"."""
+    columns from `start` on (those before are in `base`); unsigned, or signed with `code` "i".
+    `joined` is the texts joined, where the caller has it already."""
     k = len(texts)
-    data = "".join(texts).encode("ascii")
+    data = ("".join(texts) if joined is None else joined).encode("ascii")
     spread = bytearray(k << 3)
     from_bytes = int.from_bytes
     pows = _POWS[n]

@@ -125,6 +125,28 @@ class ConsumeQueue:
         for offset, size, tags_code, cq_offset in units:
             put(offset, size, tags_code, cq_offset)
 
+    def put_columns(self, offsets: list[int], sizes: list[int], tags_codes: list[int], first_cq_offset: int) -> None:
+        """`put_batch` of units given column by column, with consecutive logical offsets from
+        `first_cq_offset`: what one append's run of records to one queue hands over, packed in
+        one `map` without a tuple per unit."""
+        n = len(offsets)
+        files = self.mfq.files
+        if files and n:
+            mf = files[-1]
+            pos = mf.wrote_position
+            if (pos + n * UNIT <= self.file_size and offsets[0] + sizes[0] > self.max_physic_offset
+                    and first_cq_offset * UNIT == mf.from_offset + pos):
+                if pos + n * UNIT > mf.reserved_until:
+                    mf.ensure_reserved(pos + n * UNIT)
+                data = b"".join(map(CQ_UNIT.pack, offsets, sizes, tags_codes))
+                mf.mm[pos : pos + len(data)] = data
+                mf.wrote_position = pos + len(data)
+                self.max_physic_offset = offsets[-1] + sizes[-1]
+                return
+        put = self.put
+        for i, (offset, size, tags_code) in enumerate(zip(offsets, sizes, tags_codes, strict=True)):
+            put(offset, size, tags_code, first_cq_offset + i)
+
     def _fill_pre_blank(self, mf: MappedFile, until: int) -> None:
         mf.write_at(0, CQ_BLANK_UNIT * (until // UNIT))
         mf.wrote_position = until

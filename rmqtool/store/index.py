@@ -23,6 +23,7 @@ from rmqtool.store.indexbatch import (  # noqa: F401 (index_key_hashes, IndexRec
     IndexRecord,
     _time_diff,
     build_batch,
+    build_uniq_columns,
     build_usual,
     index_key_hash,
     index_key_hashes,
@@ -462,8 +463,10 @@ class IndexService:
         any other mix the per-record tuples of `build_index_batch`.
         """
         topic = topics[0]
-        if (all(uniq_keys) and all(key_texts) and " " not in "\x00".join(key_texts)  # type: ignore[arg-type]
-                and topics.count(topic) == len(topics)):
+        one_topic = topics.count(topic) == len(topics)
+        if one_topic and not any(key_texts) and build_uniq_columns(self, topic, store_timestamp, phys, uniq_keys):
+            return  # a batch without KEYS (a Java producer's usual batch)
+        if one_topic and all(uniq_keys) and all(key_texts) and " " not in "\x00".join(key_texts):  # type: ignore[arg-type]
             build_usual(self, topic, store_timestamp, phys, uniq_keys, key_texts)  # type: ignore[arg-type]
         else:
             build_batch(self, [(t, phy, store_timestamp, u, k)

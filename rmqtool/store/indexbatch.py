@@ -115,18 +115,28 @@ def _build_uniq_only(service: Any, records: list[IndexRecord]) -> bool:
     all, already holds its first key and has indexed none of them; False (nothing done) else."""
     topics, phys, stamps, uniq_keys, key_texts = zip(*records, strict=True)
     n = len(records)
-    f = service.files[-1] if service.files else None
-    if (f is None or f.index_count <= 1 or f.index_count + n > f.index_num or phys[0] < f.end_phy_offset
-            or any(key_texts) or not all(uniq_keys) or topics.count(topics[0]) != n
-            or stamps.count(stamps[0]) != n or (n > 1 and sorted(phys) != list(phys))):
+    if any(key_texts) or topics.count(topics[0]) != n or stamps.count(stamps[0]) != n:
         return False
-    ts = stamps[0]
-    hashes = index_key_hashes(list(uniq_keys), topics[0] + "#")
-    if not _put_distinct(f, hashes, _slot_positions(hashes, f.hash_slot_num), list(phys),
-                         _time_diff(f.begin_timestamp, ts)):
+    return build_uniq_columns(service, topics[0], stamps[0], list(phys), list(uniq_keys))
+
+
+def build_uniq_columns(service: Any, topic: str, store_timestamp: int, phys: list[int],
+                       uniq_keys: list[str | None]) -> bool:
+    """`_build_uniq_only` of columns (`IndexService.build_index_columns` of a batch without KEYS):
+    records of `topic` and one store time with these CommitLog offsets and UNIQ_KEYs, written
+    when every key has one, the last file has room for them all, already holds its first key
+    and has indexed none of them, and the offsets grow; False (nothing done) else."""
+    n = len(phys)
+    f = service.files[-1] if service.files else None
+    if (f is None or not n or f.index_count <= 1 or f.index_count + n > f.index_num or phys[0] < f.end_phy_offset
+            or not all(uniq_keys) or (n > 1 and sorted(phys) != phys)):
+        return False
+    hashes = index_key_hashes(uniq_keys, topic + "#")  # type: ignore[arg-type]
+    if not _put_distinct(f, hashes, _slot_positions(hashes, f.hash_slot_num), phys,
+                         _time_diff(f.begin_timestamp, store_timestamp)):
         return False
     f.end_phy_offset = phys[-1]
-    f.end_timestamp = ts
+    f.end_timestamp = store_timestamp
     f._write_header()
     return True
 
