@@ -52,11 +52,16 @@ _I16 = struct.Struct(">h")
 _MASK31 = 0x7FFFFFFF  # a record's bodyCRC: crc32 & 0x7FFFFFFF
 # each record's UNIQ_KEY and KEYS values, the two columns of its index keys
 _IndexColumns = tuple[list["str | None"], list["str | None"]]
-# totalSize .. bodyLength for each (bornHost v6, storeHost v6), as `encode_record_parts` packs it
-_FIXED = {
-    (born_v6, store_v6): struct.Struct(f">iiiiiqqiq{20 if born_v6 else 8}sq{20 if store_v6 else 8}siqi")
+# totalSize .. bodyLength, as `encode_record_parts` packs it, in two parts: what differs per record
+# (totalSize .. physicalOffset, then the middle as one field, then bodyLength) and the middle, which
+# is the same for every record of a batch (sysFlag, bornTimestamp, bornHost, storeTimestamp,
+# storeHost, reconsumeTimes, preparedTransactionOffset): packed once, it saves each record five
+# integer conversions (three of them 64-bit, which struct makes big-endian the slow way)
+_MIDDLE = {
+    (born_v6, store_v6): struct.Struct(f">iq{20 if born_v6 else 8}sq{20 if store_v6 else 8}siq")
     for born_v6 in (False, True) for store_v6 in (False, True)
 }
+_EACH = {size: struct.Struct(f">iiiiiqq{size}si") for size in {m.size for m in _MIDDLE.values()}}
 
 
 @dataclass(slots=True)
@@ -109,7 +114,7 @@ def _refuses(store: Any, sys_flag: int, topic: str) -> bool:
 class _Layout:
     """What is the same for every record of a batch: topic field, packed hosts, sysFlag, magic."""
 
-    __slots__ = ("topic_b", "born_b", "store_b", "sys_flag", "magic", "fixed_size", "pack")
+    __slots__ = ("topic_b", "born_b", "store_b", "sys_flag", "magic", "fixed_size", "middle", "pack")
 
     def __init__(self, store: Any, topic_b: bytes, topic_len: int, sys_flag: int, born_host: Host) -> None:
         self.topic_b = topic_b
@@ -123,7 +128,10 @@ class _Layout:
         self.sys_flag = sys_flag
         self.magic = MESSAGE_MAGIC_CODE_V2 if topic_len > 127 else MESSAGE_MAGIC_CODE
         self.fixed_size = 74 + (20 if born_v6 else 8) + (20 if store_v6 else 8) + len(topic_b)
-        self.pack = _FIXED[born_v6, store_v6].pack
+        middle = _MIDDLE[born_v6, store_v6]
+        self.middle = middle.pack  # (sysFlag, bornTimestamp, bornHost, storeTimestamp, storeHost, reconsume, 0)
+        self.pack = _EACH[middle.size].pack  # (totalSize, magic, bodyCRC, queueId, flag, queueOffset, phys,
+        # the packed middle, bodyLength)
 
 
 
@@ -305,8 +313,7 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
     batch_size = sum(totals)
     if batch_size + END_FILE_MIN_BLANK_LENGTH > file_size:
         return None
-    pack, magic, sys_flag, born_b, store_b, topic_b = (layout.pack, layout.magic, layout.sys_flag, layout.born_b,
-                                                     layout.store_b, layout.topic_b)
+    pack, magic, topic_b = layout.pack, layout.magic, layout.topic_b
     cl = store.commitlog
     with cl.put_lock:
         mfq = cl.mfq
@@ -318,6 +325,7 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
         except DiskFull:
             return None  # nothing changed yet: put_messages refuses it with RocketMQ's status
         now = store.clock()
+        middle = layout.middle(layout.sys_flag, born_timestamp, layout.born_b, now, layout.store_b, reconsume_times, 0)
         table = cl.topic_queue_table
         start = pos = mf.wrote_position
         base = mf.from_offset
@@ -334,10 +342,9 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
             offsets = list(accumulate(totals, initial=base + start))
             del offsets[-1]  # the end of the run
             heads = map(pack, totals, repeat(magic), crcs, repeat(queue_id), flags, queue_offsets_run, offsets,
-                        repeat(sys_flag), repeat(born_timestamp), repeat(born_b), repeat(now), repeat(store_b),
-                        repeat(reconsume_times), repeat(0), map(len, bodies))
+                        repeat(middle), map(len, bodies))
             parts = list(chain.from_iterable(zip(heads, bodies, repeat(topic_b), props_fields)))
-            runs = {queue_id: list(zip(offsets, totals, tag_codes, queue_offsets_run, strict=True))}
+            runs: dict[int, Any] = {queue_id: (offsets, totals, tag_codes, first_queue_offset)}  # columns
             table[key] = first_queue_offset + n
         else:  # a queue per message: each queue's offsets run on from the table's
             nexts: dict[int, int] = {}
@@ -352,8 +359,8 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
                     runs[qid] = []
                 nexts[qid] = queue_offset + 1
                 phys = base + pos
-                add((pack(total, magic, body_crc, qid, flag, queue_offset, phys, sys_flag, born_timestamp,
-                          born_b, now, store_b, reconsume_times, 0, len(body)), body, topic_b, props_field))
+                add((pack(total, magic, body_crc, qid, flag, queue_offset, phys, middle, len(body)), body, topic_b,
+                     props_field))
                 runs[qid].append((phys, total, tags_code, queue_offset))
                 add_offset(phys)
                 add_queue_offset(queue_offset)
@@ -384,14 +391,20 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
     return BatchPutResult(status, store.store_host, offsets, first_queue_offset, queue_offsets)
 
 
-def _dispatch(store: Any, topic: str, runs: dict[int, list[tuple[int, int, int, int]]], offsets: list[int],
-              index_keys: _IndexColumns, now: int) -> None:
-    """Each queue's units and the index keys in record order (`Dispatcher.dispatch_appended`)."""
+def _dispatch(store: Any, topic: str, runs: dict[int, Any], offsets: list[int], index_keys: _IndexColumns,
+              now: int) -> None:
+    """Each queue's units and the index keys in record order (`Dispatcher.dispatch_appended`).
+
+    A queue's run is its units (offset, size, tagsCode, queue offset), or for a batch to one
+    queue the columns (offsets, sizes, tagsCodes) and the first queue offset."""
     dispatcher = store.dispatcher
     try:
         find = dispatcher.cqs.find_or_create
         for qid, units in runs.items():
-            find(topic, qid).put_batch(units)
+            if type(units) is tuple:
+                find(topic, qid).put_columns(*units)
+            else:
+                find(topic, qid).put_batch(units)
         dispatcher.last_cq_store_timestamp = now
         index = dispatcher.index
         if index is not None and offsets:
