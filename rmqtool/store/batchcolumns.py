@@ -30,7 +30,8 @@ from rmqtool.store.batchput import _SCHEDULE_KEYS
 # make, the indexes themselves
 Plan = tuple[Callable[[list[str]], tuple[str, ...]], list[str], bool, list[int]]
 # flags, bodies, properties fields, TAGS, UNIQ_KEY and KEYS values: `put_encoded`'s columns
-Columns = tuple[list[int], list[bytes], list[bytes], list["str | None"], list["str | None"], list["str | None"]]
+Columns = tuple[list[int], list[bytes], tuple[bytes, ...], list["str | None"], list["str | None"],
+                list["str | None"]]
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 _I16 = struct.Struct(">h")
@@ -43,11 +44,12 @@ _records: dict[tuple[int, int], struct.Struct] = {}  # (bodyLen, propertiesLengt
 class _Template:
     """What every stored field of a uniform batch of one shape and size shares."""
 
-    __slots__ = ("names", "getter", "consts", "field_size", "tags_at", "uniq_at", "keys_at")
+    __slots__ = ("names", "getter", "consts", "split", "tags_at", "uniq_at", "keys_at")
 
     def __init__(self, names: list[bytes], getter: Callable[[list[bytes]], tuple[bytes, ...]], consts: list[bytes],
-                 field_size: int, at: tuple[int, int, int]) -> None:
-        self.names, self.getter, self.consts, self.field_size = names, getter, consts, field_size
+                 field_size: int, count: int, at: tuple[int, int, int]) -> None:
+        self.names, self.getter, self.consts = names, getter, consts
+        self.split = struct.Struct(f"{field_size}s" * count).unpack  # the joined fields, one by one
         self.tags_at, self.uniq_at, self.keys_at = at
 
 
@@ -116,7 +118,7 @@ def _template(shape: tuple[str, ...], extra: list[tuple[str, str]], cluster: str
     base = k * m  # the constants follow the values
     items = [base - 1 - r if r < 0 else j * m + r for j in range(k) for r in refs]
     at = tuple(shape.index(key) if key in shape else -1 for key in (P.TAGS, P.UNIQ_KEY, P.KEYS))
-    return _Template([name.encode("ascii") for name in shape] * k, itemgetter(*items), consts, stored + 2,
+    return _Template([name.encode("ascii") for name in shape] * k, itemgetter(*items), consts, stored + 2, k,
                      at)  # type: ignore[arg-type]
 
 
@@ -140,8 +142,8 @@ def uniform_columns(data: bytes, max_size: int, room: int, extra: list[tuple[str
     if record is None:
         if len(_records) > 64:
             _records.clear()
-        record = _records[blen, plen] = struct.Struct(f">iiiii{blen}sh{plen}s")
-    totals, _magics, _crcs, flags, blens, bodies, plens, texts = zip(*record.iter_unpack(data), strict=True)
+        record = _records[blen, plen] = struct.Struct(f">i8xii{blen}sh{plen}s")  # magic and bodyCRC unread
+    totals, flags, blens, bodies, plens, texts = zip(*record.iter_unpack(data), strict=True)
     k = len(texts)
     if blens.count(blen) != k or plens.count(plen) != k or min(totals) < 22 + blen:
         return None  # records of other sizes: the walk finds where they start
@@ -175,11 +177,15 @@ def uniform_columns(data: bytes, max_size: int, room: int, extra: list[tuple[str
     values = parts[1::2]
     m = len(shape)
     run = b"".join(template.getter(values + template.consts))
-    size = template.field_size
-    fields = [run[i : i + size] for i in range(0, k * size, size)]
+    fields = template.split(run)  # each message's field: one C call
 
     def column(at: int, default: str | None) -> list[str | None]:
-        return [default] * k if at < 0 else list(map(bytes.decode, values[at::m]))
+        if at < 0:
+            return [default] * k
+        items = values[at::m]
+        if items.count(items[0]) == k:  # one value for all (a batch's TAGS): decoded once
+            return [items[0].decode()] * k
+        return list(map(bytes.decode, items))
 
     dtags, duniq, dkeys = defaults
     return (list(flags), list(bodies), fields, column(template.tags_at, dtags), column(template.uniq_at, duniq),

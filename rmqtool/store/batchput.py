@@ -21,7 +21,7 @@ compares the two).
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain, repeat
 from operator import add
@@ -196,7 +196,7 @@ def put_batch(store: Any, topic: str, queue_id: int | list[int], sys_flag: int, 
 
 def put_encoded(store: Any, topic: str, queue_id: int, sys_flag: int, born_timestamp: int, born_host: Host,
                 reconsume_times: int, flags: list[int], bodies: list[memoryview] | list[bytes],
-                props_fields: list[bytes], tags: list[str | None], uniqs: list[str | None],
+                props_fields: Sequence[bytes], tags: list[str | None], uniqs: list[str | None],
                 keys: list[str | None]) -> BatchPutResult | None:
     """`put_batch` of maps already encoded (`props_fields`, each record's properties field: the
     length, then the map's stored text in UTF-8) with their TAGS, UNIQ_KEY and KEYS values, or
@@ -304,7 +304,7 @@ def put_fields(store: Any, topic: str, queue_ids: list[int], born_timestamp: int
 
 
 def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, born_timestamp: int, reconsume_times: int,
-            flags: list[int], bodies: list[bytes] | list[memoryview], props_fields: list[bytes], totals: list[int],
+            flags: list[int], bodies: list[bytes] | list[memoryview], props_fields: Sequence[bytes], totals: list[int],
             crcs: list[int], tag_codes: list[int], index_keys: _IndexColumns,
             props_list: list[dict[str, str]]) -> BatchPutResult | None:
     """The records under the put lock, their units and index keys; the flush and HA waits after."""
