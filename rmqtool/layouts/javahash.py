@@ -83,7 +83,9 @@ def _one_length_hashes(texts: list[str], prefix: str, code: str) -> list[int] | 
     same = _common_length(min(texts), max(texts))  # every text lies between these two
     base = hp * _P31[n]
     if same:
-        base += (java_string_hash(texts[0][:same]) & _MASK32) * _P31[n - same]
+        # the shared head's own hash as one sum in C: it changes from batch to batch (a producer's
+        # ids share their time field only), so java_string_hash's cache would not hold it
+        base += (sum(map(mul, texts[0][:same].encode("ascii"), _POWS[same])) & _MASK32) * _P31[n - same]
     return list(_column_hashes(texts, n, base & _MASK32, same, code, joined))
 
 
