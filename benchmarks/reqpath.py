@@ -8,8 +8,9 @@ whose transport only keeps what is written. So one request costs what it costs s
 loop thread: the frame read and header decode (remoting/command.py), the controller's dispatch
 and handler (broker/send.py, broker/pull.py), the store (async flush, delivery services
 attached and the index deferred as `serve` does), the response encode and the write call, and
-the loop's turn after each request (where serve builds the deferred index keys), on serve's
-loop (uvloop where installed); but not the socket system calls or the loop's wake-ups.
+the loop's turn after each request (where serve builds the deferred index keys once their
+INDEX_DRAIN_DELAY_S has passed), on serve's loop (uvloop where installed); but not the socket
+system calls or the loop's wake-ups.
 
 It prints CPU time per request (`resource.getrusage`, user + system). On a loaded machine
 compare instruction counts instead, which load does not move: run it under

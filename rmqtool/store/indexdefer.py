@@ -3,10 +3,11 @@
 Java's broker answers a send once its records are in the CommitLog; `ReputMessageService`
 builds the ConsumeQueue units and index entries afterwards, on a thread of its own. `rmqtool
 serve` does the same for the index: the put path hands the keys it gathered to `DeferredIndex`,
-the response goes out, and the keys are written by `drain`, which the event loop runs right
-after the request that queued them (serve's `wake`), so the index work of a request no longer
-adds to its latency. It is the same work on the same thread, so it costs no more CPU, and
-keys that arrive together (16 single sends in one loop pass) are hashed and written together.
+the response goes out, and the keys are written by `drain`, which the event loop runs a few
+milliseconds after the request that queued them (serve's `wake`), so the index work of a
+request no longer adds to its latency. It is the same work on the same thread, and keys that
+wait together (the single sends of those milliseconds) are hashed and written together, which
+costs less CPU than one by one.
 
 Every reader drains first, so nothing is missed by a look-up that follows a send: a query by
 key, expiry, flush (the checkpoint's index time), close. Builds run in the order they were

@@ -1,6 +1,6 @@
 """serve's index off the request path: built by a second process (RMQTOOL_INDEX_PROCESS=1,
-store/indexproc.py) or, by default, right after the request that appended the keys
-(store/indexdefer.py). Either way QUERY_MESSAGE by key answers every message acknowledged
+store/indexproc.py) or, by default, a few milliseconds after the requests that appended the keys
+(store/indexdefer.py, serve's INDEX_DRAIN_DELAY_S). Either way QUERY_MESSAGE by key answers every message acknowledged
 before it, without waiting."""
 
 from __future__ import annotations
@@ -61,6 +61,37 @@ def test_serve_defers_the_index_and_loses_no_key(tmp_path, monkeypatch):
             time.sleep(0.01)
         assert index.pending() == 0
         assert index.inner.files[-1].index_count == 1 + 2 * 40  # a UNIQ_KEY and a KEYS entry per message
+    finally:
+        w.close()
+        serve.close()
+
+
+def test_single_sends_within_the_drain_delay_are_indexed_as_one_batch(tmp_path, monkeypatch):
+    """serve lets keys queue for INDEX_DRAIN_DELAY_S, so single sends that each came in a loop pass
+    of their own are hashed and written by one `build_index_batch` (not one build per send)."""
+    from rmqtool.broker import server
+
+    monkeypatch.delenv("RMQTOOL_INDEX_PROCESS", raising=False)
+    monkeypatch.setattr(server, "INDEX_DRAIN_DELAY_S", 1.0)  # wide enough for a loaded machine
+    serve = InProcessServe(tmp_path, CONF)
+    w = Wire(serve.broker)
+    try:
+        index = serve.srv.local.store.index
+        inner = index.inner
+        batches: list[int] = []
+        real = inner.build_index_batch
+        monkeypatch.setattr(inner, "build_index_batch", lambda recs: (batches.append(len(recs)), real(recs)))
+        t0 = time.monotonic()
+        for i in range(5):
+            r = w.request(310, send_ext("IdxDelay", 0, props(KEYS=f"k-{i}", UNIQ_KEY=f"{i:032X}")), b"x")
+            assert r.code == 0
+        if time.monotonic() - t0 < 0.5:  # the first send's drain is not due yet
+            assert index.pending() == 5 and batches == []
+        deadline = time.monotonic() + 10
+        while index.pending() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert index.pending() == 0 and batches and sum(batches) == 5 and max(batches) > 1
+        assert inner.files[-1].index_count == 1 + 2 * 5
     finally:
         w.close()
         serve.close()
