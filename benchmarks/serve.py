@@ -19,6 +19,9 @@ Targets:
   rmqtool  `python -m rmqtool serve` on a fresh store (async flush, like Apache's default).
   apache   Apache RocketMQ 5.3.3's broker via tests/interop/java (built by .ci/steps of the interop
            suite: mvn -q -f tests/interop/java/pom.xml package); skipped when not built.
+  ceiling  (not by default) benchmarks/nullsend.py: serve answering every send as stored without
+           storing it; its rates are near the most any broker reaches here with the same clients
+           sharing the cores (no consume case); printed as ceiling / broker per case.
   nats     NATS JetStream (`nats-server -js`, Debian package nats-server, installed with apt-get by
            the setup when missing and the user may) with file storage: the same
            generator speaking NATS' protocol, publishing with acks (JetStream's equivalent of a
@@ -110,14 +113,17 @@ def _wait_line(stream, pattern: re.Pattern, timeout: float, proc: subprocess.Pop
     raise RuntimeError(f"not ready: {buf[-2000:]}")
 
 
-def start_rmqtool(flush: str) -> Target:
-    work = Path(tempfile.mkdtemp(prefix="bench-rmqtool-"))
+def start_rmqtool(flush: str, name: str = "rmqtool") -> Target:
+    """`rmqtool serve`, or for the `ceiling` target benchmarks/nullsend.py's serve that answers sends
+    without storing them."""
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "rmqtool", "serve", "--store", str(work / "store"),
+    entry = ["-m", "rmqtool"] if name == "rmqtool" else [str(ROOT / "benchmarks" / "nullsend.py")]
+    proc = subprocess.Popen([sys.executable, *entry, "serve", "--store", str(work / "store"),
                              "--namesrv-port", "0", "--broker-port", "0", "--flush", flush],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     m = _wait_line(proc.stderr, re.compile(r"name server ([\d.]+:\d+), broker \S+ ([\d.]+:\d+)"), 60, proc)
-    return Target("rmqtool", "rocketmq", m.group(2), proc, work, namesrv=m.group(1))
+    return Target(name, "rocketmq", m.group(2), proc, work, namesrv=m.group(1))
 
 
 def start_apache(classpath_dir: Path) -> Target | None:
@@ -705,7 +711,7 @@ def bench_target(t: Target, producers: list[int], duration: float, client_procs:
             r = _with_cpu(t, PRODUCE, topic, mode, p, duration, client_procs)
             print(_line(r), flush=True)
             out.append(r)
-        if mode == "batch":
+        if mode == "batch" and t.name != "ceiling":  # the ceiling's sends stored nothing to pull
             r = _with_cpu(t, CONSUME, topic, client_procs)
             print(_line(r), flush=True)
             out.append(r)
@@ -724,8 +730,8 @@ def _line(r: Result) -> str:
 
 def run_target(name: str, args: argparse.Namespace, producers: list[int]) -> list[Result] | None:
     """Start `name`, run every case against it, stop it; None when it is not on this machine."""
-    if name == "rmqtool":
-        t = start_rmqtool(args.flush)
+    if name in ("rmqtool", "ceiling"):
+        t = start_rmqtool(args.flush, name)
     elif name == "apache":
         t = start_apache(args.apache_java_dir)
         if t is None:
@@ -793,8 +799,18 @@ def main() -> None:
         for results in all_results.values():
             for r in results:
                 print(_line(r), flush=True)
+    ceiling = {r.case: r for r in all_results.get("ceiling", [])}
+    if ceiling:  # what any broker could reach here with these clients, against each broker
+        for ref in [n for n in all_results if n in ("rmqtool", "apache")]:
+            cases = [(r.case, ceiling[r.case].rate / r.rate) for r in all_results[ref]
+                     if r.case in ceiling and r.rate > 0]
+            print(f"# ceiling / {ref} (the rate with sends answered unstored, over {ref}'s):")
+            for case, ratio in cases:
+                print(f"#   {case}  {ratio:6.2f}")
+            if cases:
+                print(f"#   geometric mean {statistics.geometric_mean([c[1] for c in cases]):.2f}")
     mine = {r.case: r for r in all_results.get("rmqtool", [])}
-    for ref in [n for n in all_results if n != "rmqtool"]:
+    for ref in [n for n in all_results if n not in ("rmqtool", "ceiling")]:
         print(f"# ratio rmqtool / {ref} (throughput; in brackets server CPU per message, {ref} / rmqtool):")
         ratios, cpu_ratios = [], []
         for r in all_results[ref]:
