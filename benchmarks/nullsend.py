@@ -24,12 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rmqtool.broker.send import SendProcessor  # noqa: E402
 from rmqtool.layouts import properties as P  # noqa: E402
+from rmqtool.layouts.msgid import host_hex  # noqa: E402
 from rmqtool.remoting.command import RemotingCommand  # noqa: E402
 from rmqtool.remoting.headers import send_header_from_ext  # noqa: E402
 
 _TOTAL = struct.Struct(">i")  # each inner message of a batch body starts with its total size
-_OFFSET_MSG_ID = "7F00000100002A9F" + "0" * 16  # an offset message id's length (store host + offset)
-_next: dict[tuple[str, int], int] = {}
+_next: dict[tuple[str, int], int] = {}  # each queue's next offset
+_phys = [0]  # the CommitLog offset the messages would have had (their ids are made from it)
 
 
 def _batch_count(body: bytes) -> int:
@@ -54,7 +55,10 @@ def null_send(self: Any, cmd: RemotingCommand, conn: Any) -> RemotingCommand:
     offset = _next.get(key, 0)
     _next[key] = offset + n
     uniq = P.decode_properties(h.properties or "").get(P.UNIQ_KEY)
-    ids = ",".join([_OFFSET_MSG_ID] * n)
+    host, phys, size = self.local.store_host, _phys[0], max(1, len(cmd.body) // n)
+    # each message's offset msgId, made as serve makes a batch's (`BatchPutResult.offset_msg_ids`)
+    ids = ",".join(map((host_hex(host) + "%016X").__mod__, range(phys, phys + n * size, size)))
+    _phys[0] = phys + n * size
     return self._send_ok(cmd, 0, ids, key[1], offset, uniq, uniq if batch else None)
 
 
