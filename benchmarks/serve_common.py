@@ -51,10 +51,9 @@ class Result:
     def cores_busy(self) -> float | None:
         """Cores the server and the load generators used together per second of the window
         (Java generator): near `os.cpu_count()` the case is bound by the shared CPU."""
-        s, c = self.cpu_per_msg_us, self.client_cpu_per_msg_us
-        if s is None or c is None:
+        if self.server_cpu is None or self.client_cpu is None or self.seconds <= 0:
             return None
-        return self.rate * (s + c) / 1e6
+        return (self.server_cpu + self.client_cpu) / self.seconds
 
     @property
     def rate(self) -> float:
