@@ -4,7 +4,10 @@ line, the server's CPU from /proc.
 A case's line gives, with the Java generator, the cores the server and the clients kept busy
 together in the measured window: near the machine's core count the case is bound by CPU on the
 shared cores, so a broker gains there only what CPU per message it saves (its own, or its
-clients' when they cost less per message against it).
+clients' when they cost less per message against it). For `rmqtool serve` it also gives the cores'
+worth its event-loop thread ran (`loop run`) and waited runnable in a run queue (`wait`) per second
+of the window: when the two add up to about 1, the loop thread was never idle, it is the
+bottleneck, and what it waited is the clients' threads taking the cores' fair shares.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ class Result:
     busy: int = 0
     server_cpu: float | None = None  # seconds of server CPU (user + system) during the case
     client_cpu: float | None = None  # seconds of the load generators' CPU in their measured window (Java)
+    # serve's event-loop thread in the window (Java generator, rmqtool targets): seconds it ran,
+    # seconds it waited runnable in the CPU's run queue
+    loop_run: float | None = None
+    loop_wait: float | None = None
 
     @property
     def cpu_per_msg_us(self) -> float | None:
@@ -54,6 +61,14 @@ class Result:
         if self.server_cpu is None or self.client_cpu is None or self.seconds <= 0:
             return None
         return (self.server_cpu + self.client_cpu) / self.seconds
+
+    @property
+    def loop_busy(self) -> float | None:
+        """The share of the window serve's event-loop thread ran or wanted to: near 1 it is saturated,
+        however much of a core it got (what it waited is the clients' threads running instead)."""
+        if self.loop_run is None or self.loop_wait is None or self.seconds <= 0:
+            return None
+        return (self.loop_run + self.loop_wait) / self.seconds
 
     @property
     def rate(self) -> float:
@@ -98,6 +113,20 @@ def server_cpu(t: Any) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def loop_sched(t: Any) -> tuple[float, float] | None:
+    """(seconds run, seconds waited runnable) of the server's main thread so far, from
+    /proc/PID/task/PID/schedstat; for `rmqtool serve` that thread is the event loop's. None for
+    other servers (their main thread is not where their requests run) or without schedstat."""
+    if t.proc is None or t.name not in ("rmqtool", "ceiling"):
+        return None
+    pid = t.proc.pid
+    try:
+        run_ns, wait_ns = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[:2]
+    except (OSError, ValueError):
+        return None
+    return int(run_ns) / 1e9, int(wait_ns) / 1e9
+
+
 def with_cpu(t: Any, run: Callable[..., Result], *args: object) -> Result:
     """`run(t, *args)` with the server CPU it cost recorded on the Result (unless `run` measured
     it over its own window)."""
@@ -116,5 +145,7 @@ def line(r: Result) -> str:
             + (f"cpu {cpu:7.1f} us/msg  " if cpu is not None else "")
             + (f"client {r.client_cpu_per_msg_us:7.1f} us/msg  " if r.client_cpu is not None else "")
             + (f"cores {r.cores_busy:4.2f}  " if r.cores_busy is not None else "")
+            + (f"loop run {r.loop_run / r.seconds:4.2f} wait {r.loop_wait / r.seconds:4.2f}  "
+               if r.loop_busy is not None else "")
             + f"({r.msgs} msgs"
             + (f", {r.busy} refused busy)" if r.busy else ")"))

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from serve_common import QUEUES, Result, server_cpu, spread
+from serve_common import QUEUES, Result, loop_sched, server_cpu, spread
 from serve_targets import ROOT, Target
 
 JAVA_DIR = ROOT / "benchmarks" / "java"
@@ -71,7 +71,7 @@ def java_produce(t: Target, topic: str, mode: str, producers: int, duration: flo
                                       stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL))
         first += n
     # the server's CPU in the measured window alone (not the clients' start nor their warm-up)
-    marks: list[float | None] = []
+    marks: list[tuple[float | None, tuple[float, float] | None]] = []
     sampler = threading.Thread(target=_sample_cpu, args=(t, start_at / 1000, duration, marks), daemon=True)
     sampler.start()
     results = _java_results(procs, duration + 120)
@@ -79,16 +79,21 @@ def java_produce(t: Target, topic: str, mode: str, producers: int, duration: flo
     res = Result(t.name, f"produce {mode:6s} x{producers:<2d}", sum(r["count"] for r in results), duration,
                  [x for r in results for x in r["lat"]], sum(r["busy"] for r in results),
                  client_cpu=sum(r["cpu"] for r in results))
-    if len(marks) == 2 and None not in marks:
-        res.server_cpu = marks[1] - marks[0]
+    if len(marks) == 2:
+        (c0, s0), (c1, s1) = marks
+        if c0 is not None and c1 is not None:
+            res.server_cpu = c1 - c0
+        if s0 is not None and s1 is not None:
+            res.loop_run, res.loop_wait = s1[0] - s0[0], s1[1] - s0[1]
     return res
 
 
-def _sample_cpu(t: Target, start: float, duration: float, marks: list[float | None]) -> None:
-    """`server_cpu` at epoch second `start` and `duration` s later, into `marks`."""
+def _sample_cpu(t: Target, start: float, duration: float,
+                marks: list[tuple[float | None, tuple[float, float] | None]]) -> None:
+    """`server_cpu` and `loop_sched` at epoch second `start` and `duration` s later, into `marks`."""
     for at in (start, start + duration):
         time.sleep(max(0.0, at - time.time()))
-        marks.append(server_cpu(t))
+        marks.append((server_cpu(t), loop_sched(t)))
 
 
 def java_consume(t: Target, topic: str, client_procs: int) -> Result:

@@ -40,3 +40,23 @@ def test_the_script_and_its_modules_import_together():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert "--targets" in out.stdout and "serve_wire.py" in out.stdout
+
+
+def test_a_case_gives_how_busy_serves_loop_thread_was(common):
+    r = common.Result("rmqtool", "produce single x16", msgs=4000, seconds=4.0, lat=[], server_cpu=0.6,
+                      client_cpu=1.2, loop_run=2.2, loop_wait=1.76)
+    assert r.loop_busy == pytest.approx(0.99)  # never idle: the loop thread is the bottleneck
+    assert "loop run 0.55 wait 0.44" in common.line(r)
+
+
+def test_the_loop_thread_is_read_from_serves_main_thread_only(common):
+    import os
+
+    class T:
+        name, proc = "rmqtool", type("P", (), {"pid": os.getpid()})()
+
+    run_wait = common.loop_sched(T())
+    if Path(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat").exists():
+        assert run_wait is not None and run_wait[0] > 0 and run_wait[1] >= 0
+    T.name = "apache"  # a JVM's main thread is not where its requests run
+    assert common.loop_sched(T()) is None
