@@ -81,7 +81,6 @@ class Result:
         return s[min(len(s) - 1, int(p / 100 * len(s)))] * 1000
 
 
-
 def spread(total_tasks: int, procs: int) -> list[int]:
     base, extra = divmod(total_tasks, procs)
     return [base + (1 if i < extra else 0) for i in range(procs) if base + (1 if i < extra else 0) > 0]
@@ -114,10 +113,10 @@ def server_cpu(t: Any) -> float | None:
 
 
 def loop_sched(t: Any) -> tuple[float, float] | None:
-    """(seconds run, seconds waited runnable) of the server's main thread so far, from
-    /proc/PID/task/PID/schedstat; for `rmqtool serve` that thread is the event loop's. None for
-    other servers (their main thread is not where their requests run) or without schedstat."""
-    if t.proc is None or t.name not in ("rmqtool", "ceiling"):
+    """(seconds run, seconds waited runnable) of the server's event-loop thread so far, from
+    /proc/PID/task/PID/schedstat of its main thread; None for a server whose requests do not
+    run on its main thread (`Target.loop_thread` false: Apache's, NATS') or without schedstat."""
+    if t.proc is None or not t.loop_thread:
         return None
     pid = t.proc.pid
     try:

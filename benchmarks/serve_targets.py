@@ -28,6 +28,7 @@ class Target:
     workdir: Path | None = None
     notes: list[str] = field(default_factory=list)
     namesrv: str = ""  # host:port of the name server (RocketMQ), where the Java client starts
+    loop_thread: bool = False  # its requests run on its main thread's event loop (rmqtool serve)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -68,7 +69,7 @@ def start_rmqtool(flush: str, name: str = "rmqtool") -> Target:
                              "--namesrv-port", "0", "--broker-port", "0", "--flush", flush],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     m = _wait_line(proc.stderr, re.compile(r"name server ([\d.]+:\d+), broker \S+ ([\d.]+:\d+)"), 60, proc)
-    return Target(name, "rocketmq", m.group(2), proc, work, namesrv=m.group(1))
+    return Target(name, "rocketmq", m.group(2), proc, work, namesrv=m.group(1), loop_thread=True)
 
 
 def start_apache(classpath_dir: Path) -> Target | None:

@@ -53,10 +53,10 @@ def test_the_loop_thread_is_read_from_serves_main_thread_only(common):
     import os
 
     class T:
-        name, proc = "rmqtool", type("P", (), {"pid": os.getpid()})()
+        proc, loop_thread = type("P", (), {"pid": os.getpid()})(), True
 
     run_wait = common.loop_sched(T())
     if Path(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat").exists():
         assert run_wait is not None and run_wait[0] > 0 and run_wait[1] >= 0
-    T.name = "apache"  # a JVM's main thread is not where its requests run
+    T.loop_thread = False  # Apache's JVM: its main thread is not where its requests run
     assert common.loop_sched(T()) is None
