@@ -92,6 +92,9 @@ class DeferredIndex:
         """Build everything queued so far, in order; a no-op when nothing waits."""
         pending = self._pending
         if not pending:
+            if self._build_lock.locked():  # another thread took the queue and is still writing it:
+                with self._build_lock:  # a reader that drains first must see those keys too
+                    pass
             return
         lock = self._build_lock
         lock.acquire()

@@ -91,7 +91,7 @@ def test_single_sends_within_the_drain_delay_are_indexed_as_one_batch(tmp_path, 
         while index.pending() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert index.pending() == 0 and batches and sum(batches) == 5 and max(batches) > 1
-        assert inner.files[-1].index_count == 1 + 2 * 5
+        assert index.files[-1].index_count == 1 + 2 * 5  # `files` waits for a build under way
     finally:
         w.close()
         serve.close()

@@ -73,6 +73,40 @@ def test_a_look_up_drains_first(tmp_path):
             assert store.index.pending() == 0
 
 
+def test_a_look_up_waits_for_a_drain_another_thread_is_writing(tmp_path, monkeypatch):
+    """The queue is taken before its keys are written: a look-up from another thread meanwhile finds
+    nothing queued, and must wait for that build rather than read the index without its keys."""
+    import threading
+
+    with MessageStore.open(tmp_path / "s", small_config(max_hash_slot_num=64, max_index_num=4096)) as store:
+        store.defer_index(lambda drain: None)
+        inner = store.index.inner
+        real = inner.build_index_batch
+        taken, go = threading.Event(), threading.Event()
+
+        def slow_build(recs):
+            taken.set()  # the queue is empty now, the keys not yet written
+            assert go.wait(10)
+            real(recs)
+
+        monkeypatch.setattr(inner, "build_index_batch", slow_build)
+        for i in range(8):
+            assert store.put_message(make_msg(i)).ok
+        builder = threading.Thread(target=store.index.drain)
+        builder.start()
+        assert taken.wait(10) and store.index.pending() == 0
+        found: list[list[str]] = []
+        reader = threading.Thread(target=lambda: found.append(
+            [m.uniq_key for m in store.query_message("TopicTest", "key7")]))
+        reader.start()
+        reader.join(0.2)
+        assert reader.is_alive() and not found  # waiting for the build, not reading without it
+        go.set()
+        builder.join(10)
+        reader.join(10)
+        assert found == [["UNIQ00000007"]]
+
+
 def test_pending_builds_stay_bounded_without_a_drain(tmp_path, monkeypatch):
     monkeypatch.setattr(indexdefer, "MAX_PENDING", 8)
     with MessageStore.open(tmp_path / "s", small_config(max_hash_slot_num=64, max_index_num=4096)) as store:
