@@ -27,6 +27,13 @@ Targets:
            generator speaking NATS' protocol, publishing with acks (JetStream's equivalent of a
            stored send), batches as 32 pipelined publishes, consumption through a pull consumer.
 
+Every target is started once on a fresh store and warmed up; then each case runs on every target
+in turn while the others are paused (SIGSTOP), the order rotating from case to case and round to
+round, so the two sides of a ratio are measured seconds apart (this machine's pace drifts by 2x
+within minutes; `--sequential` runs one target through every case after another, as before
+2026-12-04 20:00 UTC). With `--rounds N` every ratio is given twice: of each case's median round,
+and the median of the N rounds' own ratios with their range.
+
 Prints one line per case (with the server's CPU per message, its child processes' included, from /proc: on a shared
 machine throughput moves with other load, CPU per message much less; with the Java generator also
 the client's own CPU per message in its measured window, and the cores the two kept busy together:
@@ -61,54 +68,152 @@ PRODUCE = produce  # the load generator: these, or java_produce / java_consume
 CONSUME = consume
 
 
-def bench_target(t: Target, producers: list[int], duration: float, client_procs: int,
-                 warmup: float) -> list[Result]:
-    out = []
-    if warmup > 0:  # JIT, page cache, first mapped files: not measured
-        if t.kind == "rocketmq":
-            asyncio.run(rmq_create_topic(t.broker, "BenchWarmup"))
-        else:
-            asyncio.run(nats_setup(t.broker, "BenchWarmup"))
-        for mode in ("single", "batch"):
-            PRODUCE(t, "BenchWarmup", mode, 4, warmup / 2, client_procs)
+def warm_up(t: Target, warmup: float, client_procs: int) -> None:
+    """JIT, page cache, first mapped files: load that is not measured."""
+    if warmup <= 0:
+        return
+    make_topic(t, "BenchWarmup")
     for mode in ("single", "batch"):
-        topic = f"Bench{mode.capitalize()}"
-        if t.kind == "rocketmq":
-            asyncio.run(rmq_create_topic(t.broker, topic))
-        else:
-            asyncio.run(nats_setup(t.broker, topic))
-        for p in producers:
-            r = with_cpu(t, PRODUCE, topic, mode, p, duration, client_procs)
-            print(line(r), flush=True)
-            out.append(r)
-        if mode == "batch" and t.name != "ceiling":  # the ceiling's sends stored nothing to pull
-            r = with_cpu(t, CONSUME, topic, client_procs)
-            print(line(r), flush=True)
-            out.append(r)
+        PRODUCE(t, "BenchWarmup", mode, 4, warmup / 2, client_procs)
+
+
+def make_topic(t: Target, topic: str) -> None:
+    if t.kind == "rocketmq":
+        asyncio.run(rmq_create_topic(t.broker, topic))
+    else:
+        asyncio.run(nats_setup(t.broker, topic))
+
+
+def case_plan(producers: list[int]) -> list[tuple[str, int]]:
+    """The cases in the order they run: single sends from each producer count, batch sends, then
+    everything the batch cases sent pulled back (`("consume", 0)`)."""
+    return [("single", p) for p in producers] + [("batch", p) for p in producers] + [("consume", 0)]
+
+
+def run_case(t: Target, mode: str, producers: int, topic: str, args: argparse.Namespace) -> Result:
+    if mode == "consume":
+        return with_cpu(t, CONSUME, topic, args.client_procs)
+    return with_cpu(t, PRODUCE, topic, mode, producers, args.duration, args.client_procs)
+
+
+def bench_target(t: Target, producers: list[int], args: argparse.Namespace) -> list[Result]:
+    """Every case against `t`, one after another (`--sequential`)."""
+    warm_up(t, args.warmup, args.client_procs)
+    out = []
+    for mode, p in case_plan(producers):
+        if mode == "consume" and t.name == "ceiling":  # the ceiling's sends stored nothing to pull
+            continue
+        topic = "BenchBatch" if mode == "consume" else f"Bench{mode.capitalize()}"
+        if mode != "consume" and p == producers[0]:
+            make_topic(t, topic)
+        r = run_case(t, mode, p, topic, args)
+        print(line(r), flush=True)
+        out.append(r)
     return out
 
 
-def run_target(name: str, args: argparse.Namespace, producers: list[int]) -> list[Result] | None:
-    """Start `name`, run every case against it, stop it; None when it is not on this machine."""
+def start_target(name: str, args: argparse.Namespace) -> Target | None:
+    """Start `name` on a fresh store; None (said on stdout) when it is not on this machine."""
     if name in ("rmqtool", "ceiling"):
-        t = start_rmqtool(args.flush, name)
-    elif name == "apache":
+        return start_rmqtool(args.flush, name)
+    if name == "apache":
         t = start_apache(args.apache_java_dir)
         if t is None:
             print("# apache: skipped (Apache RocketMQ Java launcher not built)", flush=True)
-            return None
-    elif name == "nats":
+        return t
+    if name == "nats":
         t = start_nats()
         if t is None:
             print("# nats: skipped (nats-server is not installed and this user cannot install it; as root: "
                   f"{' '.join(NATS_INSTALL)})", flush=True)
-            return None
-    else:
-        raise SystemExit(f"unknown target {name}")
+        return t
+    raise SystemExit(f"unknown target {name}")
+
+
+def run_sequential(wanted: list[str], args: argparse.Namespace,
+                   producers: list[int]) -> dict[str, list[list[Result]]]:
+    """Each round: every target started, run through every case and stopped, one after another."""
+    rounds: dict[str, list[list[Result]]] = {}
+    for round_no in range(args.rounds):
+        if args.rounds > 1:
+            print(f"# round {round_no + 1} of {args.rounds}", flush=True)
+        for name in wanted:
+            t = start_target(name, args)
+            if t is None:
+                continue
+            try:
+                rounds.setdefault(name, []).append(bench_target(t, producers, args))
+            finally:
+                t.stop()
+    return rounds
+
+
+def rotated(targets: list[Target], k: int) -> list[Target]:
+    """`targets` starting at the k-th (mod their number): who goes first changes from case to case."""
+    k %= max(1, len(targets))
+    return targets[k:] + targets[:k]
+
+
+def run_interleaved(wanted: list[str], args: argparse.Namespace,
+                    producers: list[int]) -> dict[str, list[list[Result]]]:
+    """Every target started once and warmed up; then each case runs on every target in turn, a
+    few seconds apart, while the others are paused (SIGSTOP), the order rotating from case to case
+    and round to round. On a machine whose pace drifts by 2x within minutes, the two sides of a
+    ratio are then measured seconds apart instead of the minutes a target's whole run takes."""
+    targets: list[Target] = []
+    rounds: dict[str, list[list[Result]]] = {}
     try:
-        return bench_target(t, producers, args.duration, args.client_procs, args.warmup)
+        for name in wanted:
+            t = start_target(name, args)
+            if t is None:
+                continue
+            targets.append(t)
+            warm_up(t, args.warmup, args.client_procs)
+            t.pause()
+        plan = case_plan(producers)
+        for round_no in range(args.rounds):
+            if args.rounds > 1:
+                print(f"# round {round_no + 1} of {args.rounds}", flush=True)
+            suffix = f"R{round_no + 1}"  # each round's own topics: its consume pulls what it sent
+            for t in targets:
+                t.resume()
+                try:
+                    for mode in ("single", "batch"):
+                        make_topic(t, f"Bench{mode.capitalize()}{suffix}")
+                finally:
+                    t.pause()
+            per: dict[str, list[Result]] = {t.name: [] for t in targets}
+            for i, (mode, p) in enumerate(plan):
+                topic = f"BenchBatch{suffix}" if mode == "consume" else f"Bench{mode.capitalize()}{suffix}"
+                for t in rotated(targets, round_no + i):
+                    if mode == "consume" and t.name == "ceiling":
+                        continue
+                    t.resume()
+                    try:
+                        r = run_case(t, mode, p, topic, args)
+                    finally:
+                        t.pause()
+                    print(line(r), flush=True)
+                    per[t.name].append(r)
+            for name, results in per.items():
+                rounds.setdefault(name, []).append(results)
     finally:
-        t.stop()
+        for t in targets:
+            t.stop()
+    return rounds
+
+
+def paired_ratios(mine: list[list[Result]], ref: list[list[Result]]) -> dict[str, list[float]]:
+    """Per case, the throughput ratio mine / ref of each round (the two measured in the same
+    round, which `--sequential` runs minutes apart and the default interleaving seconds apart)."""
+    out: dict[str, list[float]] = {}
+    for m_round, r_round in zip(mine, ref, strict=False):
+        theirs = {r.case: r for r in r_round}
+        for m in m_round:
+            r = theirs.get(m.case)
+            if r is not None and r.rate > 0:
+                out.setdefault(m.case, []).append(m.rate / r.rate)
+    return out
 
 
 def main() -> None:
@@ -116,7 +221,11 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per produce case")
     ap.add_argument("--producers", default="1,4,16")
     ap.add_argument("--rounds", type=int, default=1,
-                    help="run every target this many times, in turn; ratios use each case's median round")
+                    help="run every case this many times; ratios use each case's median round, and beside "
+                         "them the median of the rounds' own ratios")
+    ap.add_argument("--sequential", action="store_true",
+                    help="start, run through every case and stop one target after another (the method before "
+                         "2026-12-04 20:00 UTC) instead of every case on every target in turn, the others paused")
     ap.add_argument("--warmup", type=float, default=4.0, help="unmeasured seconds of load first (JIT etc.)")
     ap.add_argument("--client-warmup", type=float, default=2.0,
                     help="Java generator: seconds every producer sends, unmeasured, before each case's window "
@@ -142,14 +251,8 @@ def main() -> None:
     wanted = args.targets.split(",")
     print(f"# {os.cpu_count()} cores shared by server and {args.client_procs} {args.client} client processes; "
           f"{MSG_SIZE} B messages, batches of {BATCH}, {QUEUES} queues, {args.duration:g} s per case", flush=True)
-    rounds: dict[str, list[list[Result]]] = {}
-    for round_no in range(args.rounds):
-        if args.rounds > 1:
-            print(f"# round {round_no + 1} of {args.rounds}", flush=True)
-        for name in wanted:
-            results = run_target(name, args, producers)
-            if results is not None:
-                rounds.setdefault(name, []).append(results)
+    run = run_sequential if args.sequential else run_interleaved
+    rounds = run(wanted, args, producers)
     # per case, the round with the median throughput: one slow or fast round on a shared machine
     # moves neither side
     all_results = {name: [sorted(rs, key=lambda r: r.rate)[(len(rs) - 1) // 2] for rs in zip(*per_round, strict=True)]
@@ -171,8 +274,10 @@ def main() -> None:
                 print(f"#   geometric mean {statistics.geometric_mean([c[1] for c in cases]):.2f}")
     mine = {r.case: r for r in all_results.get("rmqtool", [])}
     for ref in [n for n in all_results if n not in ("rmqtool", "ceiling")]:
-        print(f"# ratio rmqtool / {ref} (throughput; in brackets server CPU per message, {ref} / rmqtool):")
-        ratios, cpu_ratios = [], []
+        pairs = paired_ratios(rounds.get("rmqtool", []), rounds[ref]) if args.rounds > 1 else {}
+        print(f"# ratio rmqtool / {ref} (throughput; in brackets server CPU per message, {ref} / rmqtool"
+              + ("; then the median of the rounds' own ratios, their least and greatest" if pairs else "") + "):")
+        ratios, cpu_ratios, pair_medians = [], [], []
         for r in all_results[ref]:
             m = mine.get(r.case)
             if m and r.rate > 0:
@@ -181,12 +286,17 @@ def main() -> None:
                 cpu = f"  ({rc / mc:5.2f})" if mc and rc else ""
                 if mc and rc:
                     cpu_ratios.append(rc / mc)
+                own = pairs.get(r.case)
+                if own:
+                    pair_medians.append(statistics.median(own))
+                    cpu += f"  rounds {statistics.median(own):5.2f} ({min(own):.2f}-{max(own):.2f})"
                 print(f"#   {r.case}  {m.rate / r.rate:6.2f}{cpu}")
         if ratios:
             print(f"#   geometric mean {statistics.geometric_mean(ratios):.2f}"
-                  + (f"  ({statistics.geometric_mean(cpu_ratios):.2f})" if cpu_ratios else ""))
+                  + (f"  ({statistics.geometric_mean(cpu_ratios):.2f})" if cpu_ratios else "")
+                  + (f"  rounds {statistics.geometric_mean(pair_medians):.2f}"
+                     if pair_medians and len(pair_medians) == len(ratios) else ""))
 
 
 if __name__ == "__main__":
     main()
-

@@ -1,9 +1,13 @@
 """The servers benchmarks/serve.py measures, each started on a fresh store and stopped after its
 cases: `rmqtool serve`, the `ceiling` (benchmarks/nullsend.py), Apache's broker 5.3.3 (the interop
-suite's launcher) and NATS JetStream (installed with apt-get when missing and the user may)."""
+suite's launcher) and NATS JetStream (installed with apt-get when missing and the user may).
+While another target's case runs, a target is paused (SIGSTOP, its child processes too): idle,
+Apache's broker alone keeps about a tenth of a core busy (ReputMessageService polls every
+millisecond), which the other target's case would lose."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -30,7 +34,22 @@ class Target:
     namesrv: str = ""  # host:port of the name server (RocketMQ), where the Java client starts
     loop_thread: bool = False  # its requests run on its main thread's event loop (rmqtool serve)
 
+    def pause(self) -> None:
+        """Stop the server and its child processes (SIGSTOP) until `resume`."""
+        self._signal_tree(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal_tree(signal.SIGCONT)
+
+    def _signal_tree(self, sig: signal.Signals) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        for pid in process_tree(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+
     def stop(self) -> None:
+        self.resume()  # a stopped process would hold SIGTERM until continued
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -40,6 +59,25 @@ class Target:
                 self.proc.wait()
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants, from the parent ids in /proc/N/stat (parents first)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
 
 
 def _wait_line(stream, pattern: re.Pattern, timeout: float, proc: subprocess.Popen) -> re.Match:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,8 +54,6 @@ def test_a_case_gives_how_busy_serves_loop_thread_was(common):
 
 
 def test_the_loop_thread_is_read_from_serves_main_thread_only(common):
-    import os
-
     class T:
         proc, loop_thread = type("P", (), {"pid": os.getpid()})(), True
 
@@ -60,3 +62,65 @@ def test_the_loop_thread_is_read_from_serves_main_thread_only(common):
         assert run_wait is not None and run_wait[0] > 0 and run_wait[1] >= 0
     T.loop_thread = False  # Apache's JVM: its main thread is not where its requests run
     assert common.loop_sched(T()) is None
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import serve
+
+    return serve
+
+
+def test_each_round_s_ratio_pairs_the_two_targets_case_by_case(bench, common):
+    def r(case, rate):
+        return common.Result("x", case, msgs=int(rate), seconds=1.0, lat=[])
+
+    mine = [[r("single x1", 100), r("batch x1", 900)], [r("single x1", 120), r("batch x1", 800)]]
+    ref = [[r("single x1", 200), r("batch x1", 600)], [r("single x1", 100)]]  # round 2 lost its batch case
+    assert bench.paired_ratios(mine, ref) == {"single x1": [0.5, 1.2], "batch x1": [1.5]}
+
+
+def test_who_goes_first_rotates_from_case_to_case(bench):
+    a, b, c = "a", "b", "c"
+    assert bench.rotated([a, b], 0) == [a, b]
+    assert bench.rotated([a, b], 1) == [b, a]
+    assert bench.rotated([a, b, c], 5) == [c, a, b]
+    assert bench.rotated([], 3) == []
+    assert bench.case_plan([1, 16]) == [("single", 1), ("single", 16), ("batch", 1), ("batch", 16), ("consume", 0)]
+
+
+def _state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_a_paused_target_and_its_children_are_stopped_until_resumed(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import serve_targets
+
+    # a server with a child process, as serve with its index process
+    proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                             "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                             "print(c.pid, flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    t = serve_targets.Target("x", "rocketmq", "", proc)
+    try:
+        child = int(proc.stdout.readline())
+        assert serve_targets.process_tree(proc.pid) == [proc.pid, child]
+        t.pause()
+        deadline = time.time() + 5
+        while {_state(proc.pid), _state(child)} != {"T"} and time.time() < deadline:
+            time.sleep(0.02)
+        assert _state(proc.pid) == "T" and _state(child) == "T"
+        t.resume()
+        deadline = time.time() + 5
+        while "T" in {_state(proc.pid), _state(child)} and time.time() < deadline:
+            time.sleep(0.02)
+        assert _state(proc.pid) != "T" and _state(child) != "T"
+        t.pause()
+    finally:
+        t.stop()  # continues a paused server before SIGTERM: it ends
+    assert proc.returncode is not None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(child, signal.SIGKILL)
