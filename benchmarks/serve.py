@@ -62,7 +62,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the serve_* modules 
 from serve_common import BATCH, MSG_SIZE, QUEUES, Result, line, with_cpu  # noqa: E402
 from serve_java import CLIENT_WARMUP, JAVA_CLIENT, build_java_client, java_consume, java_produce  # noqa: E402
 from serve_targets import NATS_INSTALL, ROOT, Target, start_apache, start_nats, start_rmqtool  # noqa: E402
-from serve_wire import consume, nats_setup, produce, rmq_create_topic  # noqa: E402
+from serve_wire import consume, nats_setup, produce, rmq_create_topic, rmq_route_ready  # noqa: E402
 
 PRODUCE = produce  # the load generator: these, or java_produce / java_consume
 CONSUME = consume
@@ -91,6 +91,8 @@ def case_plan(producers: list[int]) -> list[tuple[str, int]]:
 
 
 def run_case(t: Target, mode: str, producers: int, topic: str, args: argparse.Namespace) -> Result:
+    if t.kind == "rocketmq" and t.namesrv:
+        asyncio.run(rmq_route_ready(t.namesrv, topic))
     if mode == "consume":
         return with_cpu(t, CONSUME, topic, args.client_procs)
     return with_cpu(t, PRODUCE, topic, mode, producers, args.duration, args.client_procs)

@@ -133,6 +133,25 @@ async def rmq_create_topic(addr: str, topic: str) -> None:
         conn.close()
 
 
+async def rmq_route_ready(namesrv: str, topic: str, timeout: float = 60.0) -> None:
+    """Wait until the name server gives `topic` a route with queues and a broker address (the Java
+    client looks it up once and gives up without): a broker paused (SIGSTOP) while its name server
+    registration of a new topic was in flight, or past the name server's broker expiry, registers
+    again only on its next period."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        conn = await RmqConn.open(namesrv)
+        try:
+            code, _, body = await conn.call(105, {"topic": topic})  # GET_ROUTEINFO_BY_TOPIC
+        finally:
+            conn.close()
+        if code == 0 and b"writeQueueNums" in body and b"brokerAddrs" in body:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise RuntimeError(f"no route for {topic} on {namesrv} after {timeout:g} s (code {code})")
+        await asyncio.sleep(0.2)
+
+
 class NatsConn:
     """NATS text protocol with JetStream publish acks on a reply inbox (one request in flight)."""
 

@@ -124,3 +124,52 @@ def test_a_paused_target_and_its_children_are_stopped_until_resumed(monkeypatch)
     assert proc.returncode is not None
     with contextlib.suppress(ProcessLookupError):
         os.kill(child, signal.SIGKILL)
+
+
+def _fake_namesrv(answers):
+    """A name server that answers GET_ROUTEINFO_BY_TOPIC with `answers` in turn (the last one for ever)."""
+    import asyncio
+    import json
+    import struct
+
+    calls = []
+
+    async def serve(reader, writer):
+        while True:
+            try:
+                length, hl = struct.unpack(">ii", await reader.readexactly(8))
+                data = await reader.readexactly(length - 4)
+            except asyncio.IncompleteReadError:
+                break
+            h = json.loads(data[: hl & 0xFFFFFF])
+            calls.append(h["extFields"]["topic"])
+            code, body = answers[min(len(calls), len(answers)) - 1]
+            head = json.dumps({"code": code, "flag": 1, "opaque": h["opaque"]}).encode()
+            writer.write(struct.pack(">ii", 4 + len(head) + len(body), len(head)) + head + body)
+        writer.close()
+
+    return serve, calls
+
+
+def test_a_case_waits_for_its_topic_s_route_on_the_name_server(monkeypatch):
+    import asyncio
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    import serve_wire
+
+    route = b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:1"}}],"queueDatas":[{"writeQueueNums":8}]}'
+
+    async def go(answers, timeout):
+        handler, calls = _fake_namesrv(answers)
+        srv = await asyncio.start_server(handler, "127.0.0.1", 0)
+        addr = f"127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+        try:
+            await serve_wire.rmq_route_ready(addr, "BenchSingleR1", timeout=timeout)
+        finally:
+            srv.close()
+        return calls
+
+    calls = asyncio.run(go([(17, b""), (0, b'{"brokerDatas":[],"queueDatas":[]}'), (0, route)], 10))
+    assert calls == ["BenchSingleR1"] * 3  # no route, a route without queues, then the route
+    with pytest.raises(RuntimeError, match="no route for BenchSingleR1"):
+        asyncio.run(go([(17, b"")], 0.5))
