@@ -21,6 +21,12 @@ after taking off those of `--build-only` runs of the same counts (making the fra
     python benchmarks/reqpath.py send 20000
     python benchmarks/reqpath.py batch 1000       # batches of 32: also prints CPU per message
     python benchmarks/reqpath.py pull 2000        # pulls of 32 from 1,024 preloaded messages
+    python benchmarks/reqpath.py send 2000 --evict 16384   # each request after 16 MiB written elsewhere
+
+`--evict KIB` writes KIB KiB of a buffer of its own before every request (not timed) and times
+each request alone on the loop thread's CPU clock (`time.thread_time_ns`): what a request costs
+when what it touches has been pushed out of the caches in between, as the clients' work on the
+same two cores does under the benchmark's load; `--evict 0` times the same way without it.
 """
 
 from __future__ import annotations
@@ -132,7 +138,7 @@ def pull_frame(i: int, offset: int, queue_id: int = 0) -> bytes:
     return cmd.encode()
 
 
-async def run(kind: str, count: int, root: Path, build_only: bool = False) -> float:
+async def run(kind: str, count: int, root: Path, build_only: bool = False, evict_kib: int | None = None) -> float:
     install_sink()  # as Serve.start does
     local = LocalBroker.open(root, StoreConfig(flush_disk_type="ASYNC_FLUSH"))
     _ensure_delivery(local)
@@ -155,19 +161,40 @@ async def run(kind: str, count: int, root: Path, build_only: bool = False) -> fl
         if build_only:
             return 0.0
         transport.writes = 0
-        r0 = resource.getrusage(resource.RUSAGE_SELF)
-        for f in frames:
-            conn.data_received(f)
-            await asyncio.sleep(0)  # the loop's turn, as between two reads in serve (the index drain)
-        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        if evict_kib is not None:
+            us = await _evicted(conn, frames, evict_kib)
+        else:
+            r0 = resource.getrusage(resource.RUSAGE_SELF)
+            for f in frames:
+                conn.data_received(f)
+                await asyncio.sleep(0)  # the loop's turn, as between two reads in serve (the index drain)
+            r1 = resource.getrusage(resource.RUSAGE_SELF)
+            us = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / count * 1e6
         if transport.writes != count:
             raise SystemExit(f"{transport.writes} answers to {count} requests")
         if kind == "batch" and b'"code":0' not in transport.last:
             raise SystemExit(f"the last batch failed: {transport.last[:300]!r}")
-        return (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / count * 1e6
+        return us
     finally:
         ctl.executor.shutdown(wait=False)
         local.close()
+
+
+async def _evicted(conn: Connection, frames: list[bytes], kib: int) -> float:
+    """µs of this thread's CPU per request, each after `kib` KiB written to a buffer of its own
+    (preallocated: no allocation or page fault in the eviction itself)."""
+    junk = bytearray(kib << 10)
+    zeros = bytes(len(junk))
+    clock = time.thread_time_ns
+    total = 0
+    for f in frames:
+        if kib:
+            junk[:] = zeros
+        t0 = clock()
+        conn.data_received(f)
+        await asyncio.sleep(0)
+        total += clock() - t0
+    return total / len(frames) / 1000
 
 
 def main() -> None:
@@ -176,14 +203,17 @@ def main() -> None:
     ap.add_argument("count", type=int)
     ap.add_argument("--build-only", action="store_true",
                     help="make the frames and stop: what to take off a callgrind count of the same count")
+    ap.add_argument("--evict", type=int, metavar="KIB",
+                    help="write KIB KiB elsewhere before each request and time each request alone (0: no writes)")
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="reqpath-")
     try:
-        us = eventloop.run(run(args.kind, args.count, Path(d) / "store", args.build_only))  # serve's loop
+        us = eventloop.run(run(args.kind, args.count, Path(d) / "store", args.build_only, args.evict))  # serve's loop
     finally:
         shutil.rmtree(d, ignore_errors=True)
     per = f", {us / BATCH:.2f} µs per message" if args.kind == "batch" else ""
-    print(f"{args.kind}: {args.count} requests, {us:.1f} µs of CPU per request{per}", file=sys.stderr)
+    evict = "" if args.evict is None else f" (each after {args.evict} KiB written elsewhere; this thread's CPU)"
+    print(f"{args.kind}: {args.count} requests, {us:.1f} µs of CPU per request{per}{evict}", file=sys.stderr)
 
 
 if __name__ == "__main__":

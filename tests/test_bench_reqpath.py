@@ -1,0 +1,31 @@
+"""benchmarks/reqpath.py: serve's request path in one process, with and without caches evicted between requests."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(*args: str) -> str:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reqpath.py"), *args], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    return out.stderr
+
+
+def test_each_request_can_be_timed_after_the_caches_were_pushed_out():
+    text = _run("send", "40", "--evict", "256")
+    m = re.search(r"send: 40 requests, ([\d.]+) µs of CPU per request \(each after 256 KiB written elsewhere", text)
+    assert m is not None, text
+    assert float(m.group(1)) > 0
+
+
+def test_without_evict_the_whole_run_is_timed_as_before():
+    text = _run("batch", "4")
+    assert re.search(r"batch: 4 requests, [\d.]+ µs of CPU per request, [\d.]+ µs per message$", text.strip()), text
