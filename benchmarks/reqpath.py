@@ -27,6 +27,9 @@ after taking off those of `--build-only` runs of the same counts (making the fra
 each request alone on the loop thread's CPU clock (`time.thread_time_ns`): what a request costs
 when what it touches has been pushed out of the caches in between, as the clients' work on the
 same two cores does under the benchmark's load; `--evict 0` times the same way without it.
+`--calls` counts instead, per request, the distinct Python functions and C functions it enters
+and its calls (`sys.setprofile`), medians over the requests: the code a request touches, which
+load does not move and which a request pays for again when the caches lost it.
 """
 
 from __future__ import annotations
@@ -138,7 +141,8 @@ def pull_frame(i: int, offset: int, queue_id: int = 0) -> bytes:
     return cmd.encode()
 
 
-async def run(kind: str, count: int, root: Path, build_only: bool = False, evict_kib: int | None = None) -> float:
+async def run(kind: str, count: int, root: Path, build_only: bool = False, evict_kib: int | None = None,
+              calls: bool = False) -> float | tuple[int, int, int]:
     install_sink()  # as Serve.start does
     local = LocalBroker.open(root, StoreConfig(flush_disk_type="ASYNC_FLUSH"))
     _ensure_delivery(local)
@@ -161,6 +165,11 @@ async def run(kind: str, count: int, root: Path, build_only: bool = False, evict
         if build_only:
             return 0.0
         transport.writes = 0
+        if calls:
+            counted = await _calls(conn, frames)
+            if transport.writes != count:
+                raise SystemExit(f"{transport.writes} answers to {count} requests")
+            return counted
         if evict_kib is not None:
             us = await _evicted(conn, frames, evict_kib)
         else:
@@ -197,6 +206,38 @@ async def _evicted(conn: Connection, frames: list[bytes], kib: int) -> float:
     return total / len(frames) / 1000
 
 
+async def _calls(conn: Connection, frames: list[bytes]) -> tuple[int, int, int]:
+    """Medians over the requests of (distinct Python functions, distinct C functions, calls) each
+    enters, the loop's turn after it included."""
+    py: set[Any] = set()
+    c: set[Any] = set()
+    n = [0]
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            py.add(frame.f_code)
+            n[0] += 1
+        elif event == "c_call":
+            c.add(arg)
+            n[0] += 1
+
+    per = []
+    for f in frames:
+        py.clear()
+        c.clear()
+        n[0] = 0
+        sys.setprofile(profile)
+        try:
+            conn.data_received(f)
+            await asyncio.sleep(0)
+        finally:
+            sys.setprofile(None)
+        per.append((len(py), len(c), n[0]))
+    half = len(per) // 2  # the later half: first-time work (caches, lazy imports) left out
+    cols = list(zip(*per[half:], strict=True))
+    return tuple(sorted(col)[len(col) // 2] for col in cols)  # type: ignore[return-value]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("kind", choices=["send", "batch", "pull"])
@@ -205,12 +246,19 @@ def main() -> None:
                     help="make the frames and stop: what to take off a callgrind count of the same count")
     ap.add_argument("--evict", type=int, metavar="KIB",
                     help="write KIB KiB elsewhere before each request and time each request alone (0: no writes)")
+    ap.add_argument("--calls", action="store_true",
+                    help="count the distinct Python and C functions each request enters, and its calls")
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="reqpath-")
     try:
-        us = eventloop.run(run(args.kind, args.count, Path(d) / "store", args.build_only, args.evict))  # serve's loop
+        us = eventloop.run(run(args.kind, args.count, Path(d) / "store", args.build_only, args.evict,
+                               args.calls))  # serve's loop
     finally:
         shutil.rmtree(d, ignore_errors=True)
+    if isinstance(us, tuple):
+        print(f"{args.kind}: {args.count} requests, per request (median of the later half): {us[0]} distinct "
+              f"Python functions, {us[1]} distinct C functions, {us[2]} calls", file=sys.stderr)
+        return
     per = f", {us / BATCH:.2f} µs per message" if args.kind == "batch" else ""
     evict = "" if args.evict is None else f" (each after {args.evict} KiB written elsewhere; this thread's CPU)"
     print(f"{args.kind}: {args.count} requests, {us:.1f} µs of CPU per request{per}{evict}", file=sys.stderr)

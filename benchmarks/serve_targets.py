@@ -1,9 +1,9 @@
 """The servers benchmarks/serve.py measures, each started on a fresh store and stopped after its
-cases: `rmqtool serve`, the `ceiling` (benchmarks/nullsend.py), Apache's broker 5.3.3 (the interop
-suite's launcher) and NATS JetStream (installed with apt-get when missing and the user may).
-While another target's case runs, a target is paused (SIGSTOP, its child processes too): idle,
-Apache's broker alone keeps about a tenth of a core busy (ReputMessageService polls every
-millisecond), which the other target's case would lose."""
+last case: `rmqtool serve`, the `ceiling` (benchmarks/nullsend.py), Apache's broker 5.3.3 (the
+interop suite's launcher) and NATS JetStream (installed with apt-get when missing and the user
+may). While another target's case runs, a target is paused (SIGSTOP, its child processes too):
+idle, Apache's broker keeps about a tenth of a core busy (its services poll, ReputMessageService
+every millisecond), which the other target's case would lose."""
 
 from __future__ import annotations
 

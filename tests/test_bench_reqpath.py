@@ -29,3 +29,12 @@ def test_each_request_can_be_timed_after_the_caches_were_pushed_out():
 def test_without_evict_the_whole_run_is_timed_as_before():
     text = _run("batch", "4")
     assert re.search(r"batch: 4 requests, [\d.]+ µs of CPU per request, [\d.]+ µs per message$", text.strip()), text
+
+
+def test_calls_counts_the_functions_a_request_enters():
+    text = _run("send", "40", "--calls")
+    m = re.search(r"send: 40 requests, per request \(median of the later half\): (\d+) distinct Python functions, "
+                  r"(\d+) distinct C functions, (\d+) calls", text)
+    assert m is not None, text
+    py, c, calls = map(int, m.groups())
+    assert py > 10 and c > 5 and calls >= py + c  # a send goes through frame decode, handler, store, answer
