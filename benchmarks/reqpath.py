@@ -27,9 +27,11 @@ after taking off those of `--build-only` runs of the same counts (making the fra
 each request alone on the loop thread's CPU clock (`time.thread_time_ns`): what a request costs
 when what it touches has been pushed out of the caches in between, as the clients' work on the
 same two cores does under the benchmark's load; `--evict 0` times the same way without it.
-`--calls` counts instead, per request, the distinct Python functions and C functions it enters
-and its calls (`sys.setprofile`), medians over the requests: the code a request touches, which
-load does not move and which a request pays for again when the caches lost it.
+`--ceiling` answers sends with benchmarks/nullsend.py's handler (the serve.py target that stores
+nothing): what the frame, header, answer and transport alone cost. `--calls` counts instead, per
+request, the distinct Python functions and C functions it enters and its calls
+(`sys.setprofile`), medians over the later half of the requests: the code a request touches,
+which load does not move and which a request pays for again when the caches lost it.
 """
 
 from __future__ import annotations
@@ -246,9 +248,17 @@ def main() -> None:
                     help="make the frames and stop: what to take off a callgrind count of the same count")
     ap.add_argument("--evict", type=int, metavar="KIB",
                     help="write KIB KiB elsewhere before each request and time each request alone (0: no writes)")
+    ap.add_argument("--ceiling", action="store_true",
+                    help="sends answered as stored without storing them (benchmarks/nullsend.py's handler)")
     ap.add_argument("--calls", action="store_true",
                     help="count the distinct Python and C functions each request enters, and its calls")
     args = ap.parse_args()
+    if args.ceiling:
+        from nullsend import null_send  # beside this script
+
+        from rmqtool.broker.send import SendProcessor
+
+        SendProcessor.process_send = null_send  # type: ignore[method-assign]
     d = tempfile.mkdtemp(prefix="reqpath-")
     try:
         us = eventloop.run(run(args.kind, args.count, Path(d) / "store", args.build_only, args.evict,

@@ -38,3 +38,12 @@ def test_calls_counts_the_functions_a_request_enters():
     assert m is not None, text
     py, c, calls = map(int, m.groups())
     assert py > 10 and c > 5 and calls >= py + c  # a send goes through frame decode, handler, store, answer
+
+
+def test_the_ceiling_s_handler_enters_fewer_functions_than_a_stored_send():
+    def py_functions(*args: str) -> int:
+        m = re.search(r"(\d+) distinct Python functions", _run("send", "40", "--calls", *args))
+        assert m is not None
+        return int(m.group(1))
+
+    assert py_functions("--ceiling") < py_functions()
