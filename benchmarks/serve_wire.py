@@ -15,6 +15,8 @@ import time
 from serve_common import BATCH, BODY, MSG_SIZE, QUEUES, Result, spread
 from serve_targets import Target
 
+from rmqtool.remoting.bodies import TopicRouteData
+
 BUSY = [0]  # sends refused with SYSTEM_BUSY in this client process
 
 
@@ -141,11 +143,13 @@ async def rmq_route_ready(namesrv: str, topic: str, timeout: float = 60.0) -> No
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         conn = await RmqConn.open(namesrv)
-        try:
-            code, _, body = await conn.call(105, {"topic": topic})  # GET_ROUTEINFO_BY_TOPIC
+        try:  # GET_ROUTEINFO_BY_TOPIC, as the clients ask it (rmqtool.client's fetch_route)
+            code, _, body = await conn.call(105, {"topic": topic, "acceptStandardJsonOnly": "true"})
         finally:
             conn.close()
-        if code == 0 and b"writeQueueNums" in body and b"brokerAddrs" in body:
+        route = TopicRouteData.decode(body) if code == 0 and body else None
+        if route is not None and any(q.writeQueueNums for q in route.queueDatas) \
+                and any(b.brokerAddrs for b in route.brokerDatas):
             return
         if asyncio.get_running_loop().time() > deadline:
             raise RuntimeError(f"no route for {topic} on {namesrv} after {timeout:g} s (code {code})")

@@ -88,6 +88,8 @@ def test_who_goes_first_rotates_from_case_to_case(bench):
     assert bench.rotated([a, b, c], 5) == [c, a, b]
     assert bench.rotated([], 3) == []
     assert bench.case_plan([1, 16]) == [("single", 1), ("single", 16), ("batch", 1), ("batch", 16), ("consume", 0)]
+    assert [bench.case_topic(m, "R2") for m in ("single", "batch", "consume")] == \
+        ["BenchSingleR2", "BenchBatchR2", "BenchBatchR2"]  # the pulls take what the batches sent
 
 
 def _state(pid):
@@ -157,7 +159,8 @@ def test_a_case_waits_for_its_topic_s_route_on_the_name_server(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCH))
     import serve_wire
 
-    route = b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:1"}}],"queueDatas":[{"writeQueueNums":8}]}'
+    route = (b'{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:1"},"brokerName":"b","cluster":"c"}],'
+             b'"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":8,"writeQueueNums":8,"topicSysFlag":0}]}')
 
     async def go(answers, timeout):
         handler, calls = _fake_namesrv(answers)
