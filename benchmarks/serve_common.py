@@ -90,9 +90,28 @@ def _stat_fields(pid: int | str) -> list[str]:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
 
 
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its running descendants, from the parent ids in /proc/N/stat (parents first)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                ppid = int(_stat_fields(entry.name)[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop(0)
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
 def server_cpu(t: Any) -> float | None:
     """CPU seconds (user + system) the target's server has used so far, from /proc: its own, its
-    running children's (rmqtool's index process, RMQTOOL_INDEX_PROCESS=1) and its reaped ones'."""
+    running descendants' (rmqtool's index process, RMQTOOL_INDEX_PROCESS=1) and its reaped
+    children's."""
     if t.proc is None:
         return None
     pid = t.proc.pid
@@ -101,14 +120,12 @@ def server_cpu(t: Any) -> float | None:
     except OSError:
         return None
     ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                child = _stat_fields(entry.name)
-            except OSError:
-                continue
-            if child[1] == str(pid):  # ppid
-                ticks += int(child[11]) + int(child[12])
+    for child in process_tree(pid)[1:]:
+        try:
+            f = _stat_fields(child)
+        except OSError:
+            continue
+        ticks += int(f[11]) + int(f[12])
     return ticks / os.sysconf("SC_CLK_TCK")
 
 

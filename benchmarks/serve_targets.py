@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from serve_common import process_tree
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -59,25 +61,6 @@ class Target:
                 self.proc.wait()
         if self.workdir is not None:
             shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-def process_tree(pid: int) -> list[int]:
-    """`pid` and its descendants, from the parent ids in /proc/N/stat (parents first)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop(0)
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
 
 
 def _wait_line(stream, pattern: re.Pattern, timeout: float, proc: subprocess.Popen) -> re.Match:
