@@ -236,8 +236,8 @@ async def _calls(conn: Connection, frames: list[bytes]) -> tuple[int, int, int]:
             sys.setprofile(None)
         per.append((len(py), len(c), n[0]))
     half = len(per) // 2  # the later half: first-time work (caches, lazy imports) left out
-    cols = list(zip(*per[half:], strict=True))
-    return tuple(sorted(col)[len(col) // 2] for col in cols)  # type: ignore[return-value]
+    py_n, c_n, calls = (sorted(col)[len(col) // 2] for col in zip(*per[half:], strict=True))
+    return py_n, c_n, calls
 
 
 def main() -> None:

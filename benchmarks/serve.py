@@ -31,7 +31,7 @@ Every target is started once on a fresh store and warmed up; then each case runs
 in turn while the others are paused (SIGSTOP), the order rotating from case to case and round to
 round, so the two sides of a ratio are measured seconds apart (this machine's pace drifts by 2x
 within minutes; `--sequential` runs one target through every case after another, as before
-2026-12-04 20:00 UTC). With `--rounds N` every ratio is given twice: of each case's median round,
+2026-12-04 19:50 UTC). With `--rounds N` every ratio is given twice: of each case's median round,
 and the median of the N rounds' own ratios with their range.
 
 Prints one line per case (with the server's CPU per message, its child processes' included, from /proc: on a shared
@@ -58,6 +58,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the serve_* modules beside this script
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # rmqtool itself, installed or not (as nullsend.py)
 
 from serve_common import BATCH, MSG_SIZE, QUEUES, Result, line, with_cpu  # noqa: E402
 from serve_java import CLIENT_WARMUP, JAVA_CLIENT, build_java_client, java_consume, java_produce  # noqa: E402
@@ -90,6 +91,11 @@ def case_plan(producers: list[int]) -> list[tuple[str, int]]:
     return [("single", p) for p in producers] + [("batch", p) for p in producers] + [("consume", 0)]
 
 
+def case_topic(mode: str, suffix: str = "") -> str:
+    """The topic a case sends to, or (consume) pulls from: the batch cases' for the pulls."""
+    return "Bench" + ("batch" if mode == "consume" else mode).capitalize() + suffix
+
+
 def run_case(t: Target, mode: str, producers: int, topic: str, args: argparse.Namespace) -> Result:
     if t.kind == "rocketmq" and t.namesrv:
         asyncio.run(rmq_route_ready(t.namesrv, topic))
@@ -105,7 +111,7 @@ def bench_target(t: Target, producers: list[int], args: argparse.Namespace) -> l
     for mode, p in case_plan(producers):
         if mode == "consume" and t.name == "ceiling":  # the ceiling's sends stored nothing to pull
             continue
-        topic = "BenchBatch" if mode == "consume" else f"Bench{mode.capitalize()}"
+        topic = case_topic(mode)
         if mode != "consume" and p == producers[0]:
             make_topic(t, topic)
         r = run_case(t, mode, p, topic, args)
@@ -181,12 +187,12 @@ def run_interleaved(wanted: list[str], args: argparse.Namespace,
                 t.resume()
                 try:
                     for mode in ("single", "batch"):
-                        make_topic(t, f"Bench{mode.capitalize()}{suffix}")
+                        make_topic(t, case_topic(mode, suffix))
                 finally:
                     t.pause()
             per: dict[str, list[Result]] = {t.name: [] for t in targets}
             for i, (mode, p) in enumerate(plan):
-                topic = f"BenchBatch{suffix}" if mode == "consume" else f"Bench{mode.capitalize()}{suffix}"
+                topic = case_topic(mode, suffix)
                 for t in rotated(targets, round_no + i):
                     if mode == "consume" and t.name == "ceiling":
                         continue
@@ -227,7 +233,7 @@ def main() -> None:
                          "them the median of the rounds' own ratios")
     ap.add_argument("--sequential", action="store_true",
                     help="start, run through every case and stop one target after another (the method before "
-                         "2026-12-04 20:00 UTC) instead of every case on every target in turn, the others paused")
+                         "2026-12-04 19:50 UTC) instead of every case on every target in turn, the others paused")
     ap.add_argument("--warmup", type=float, default=4.0, help="unmeasured seconds of load first (JIT etc.)")
     ap.add_argument("--client-warmup", type=float, default=2.0,
                     help="Java generator: seconds every producer sends, unmeasured, before each case's window "
