@@ -44,6 +44,7 @@ class GetMessageResult:
 
 
 _unpack_ii = struct.Struct(">ii").unpack_from
+_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 
 
 def get_message(cqs: ConsumeQueueStore, cl: CommitLog, topic: str, queue_id: int, offset: int, max_msgs: int = 32,
@@ -52,7 +53,9 @@ def get_message(cqs: ConsumeQueueStore, cl: CommitLog, topic: str, queue_id: int
     """`DefaultMessageStore.getMessage`: up to `max_msgs` messages from `offset` of one queue.
 
     With `decode=False` only `raw` is filled (the record bytes a PULL body is made of):
-    records are checked by magic and size only, and decoded only when `filter` needs them.
+    records are checked by magic and size only, and decoded only when `filter` needs them;
+    without a `filter`, records lying end to end are read as one span and `raw` holds views
+    (memoryview) of it.
     CQ tagsCodes are matched before any CommitLog byte is read.
     """
     cq = cqs.find(topic, queue_id)
@@ -90,6 +93,11 @@ def get_message(cqs: ConsumeQueueStore, cl: CommitLog, topic: str, queue_id: int
     # without a filter every unit read is a message found (blanks and removed records aside):
     # read only the units still wanted, not up to `max_scan` (800 unpacked for a pull of 32)
     filtering = tags_codes is not None or filter is not None
+    # the raw path reads records that lie end to end in the CommitLog (a queue's messages put
+    # together, a batch's above all) as one span, then cuts it: one read per span, not per record
+    spans = not decode and filter is None
+    span_at = span_end = 0
+    span: list[int] = []  # the sizes of the records in the current span
     while scanned < max_scan and found < max_msgs and cur < max_off:
         want = max_scan - scanned if filtering else min(max_msgs - found, max_scan - scanned)
         units = cq.read_units(cur, min(want, max_off - cur))
@@ -108,6 +116,16 @@ def get_message(cqs: ConsumeQueueStore, cl: CommitLog, topic: str, queue_id: int
                 continue
             if tags_codes is not None and tags_code not in tags_codes:
                 continue
+            if spans:
+                if phys != span_end:
+                    if span:
+                        _cut_span(read, span_at, span, raws)
+                    span_at, span = phys, []
+                span.append(size)
+                span_end = phys + size
+                found += 1
+                total_bytes += size
+                continue
             raw = read(phys, size)
             if raw is None:
                 continue
@@ -120,14 +138,18 @@ def get_message(cqs: ConsumeQueueStore, cl: CommitLog, topic: str, queue_id: int
                     continue
                 if decode:
                     messages.append(msg)
-            elif size < 91 or _unpack_ii(raw, 0) not in ((size, MESSAGE_MAGIC_CODE), (size, MESSAGE_MAGIC_CODE_V2)):
-                continue  # what decode_record would reject first: not a record of this size
+            elif not _is_record(raw, 0, size):
+                continue
             raws.append(raw)
             found += 1
             total_bytes += size
         else:
             continue
         break
+    if spans:
+        if span:
+            _cut_span(read, span_at, span, raws)
+        found = len(raws)  # counted as the units were taken; a span's unreadable records left out
     res.next_begin_offset = cur
     res.fall_behind = cl_max - last_phys
     if found:
@@ -135,3 +157,33 @@ def get_message(cqs: ConsumeQueueStore, cl: CommitLog, topic: str, queue_id: int
     elif removed:
         res.status = GetMessageStatus.MESSAGE_WAS_REMOVING
     return res
+
+
+def _is_record(buf: bytes, at: int, size: int) -> bool:
+    """What decode_record would reject first: not a record of this size at `at`."""
+    return size >= 91 and _unpack_ii(buf, at) in ((size, MESSAGE_MAGIC_CODE), (size, MESSAGE_MAGIC_CODE_V2))
+
+
+def _cut_span(read: Callable[[int, int], bytes | None], at: int, sizes: list[int], raws: list) -> None:
+    """The records of `sizes` lying end to end from CommitLog offset `at`, read at once and
+    appended to `raws` as views of that one read; each checked as the per-record path checks it.
+    A span the log cannot give whole (a file deleted meanwhile) is read record by record."""
+    chunk = read(at, sum(sizes))
+    if chunk is None:
+        for size in sizes:
+            raw = read(at, size)
+            if raw is not None and _is_record(raw, 0, size):
+                raws.append(raw)
+            at += size
+        return
+    if len(sizes) == 1:
+        if _is_record(chunk, 0, sizes[0]):
+            raws.append(chunk)
+        return
+    view, unpack, magics, append = memoryview(chunk), _unpack_ii, _MAGICS, raws.append
+    pos = 0
+    for size in sizes:  # _is_record inline: this loop runs for every message a pull returns
+        end = pos + size
+        if size >= 91 and unpack(chunk, pos) in ((size, magics[0]), (size, magics[1])):
+            append(view[pos:end])
+        pos = end
