@@ -157,7 +157,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.hold = PullHoldService(self.loop)
-        self.store.arrival_listeners.append(self._on_arrival)
+        self.store.add_arrival_listener(self._on_arrival, self.hold.topics)  # the topics pulls are held on
         self.local.start_config_writer()  # config files written off the event loop, batched
         ha_port = getattr(self.replication, "ha_port", None)
         if ha_port:  # where the HA service listens (another port than listenPort + 1 in tests)
@@ -215,8 +215,7 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         for svc in getattr(self.local, "services", []):
             with contextlib.suppress(Exception):
                 svc.stop()
-        with contextlib.suppress(ValueError):
-            self.store.arrival_listeners.remove(self._on_arrival)
+        self.store.remove_arrival_listener(self._on_arrival)
         await asyncio.get_running_loop().run_in_executor(None, self.executor.shutdown, True)
         with contextlib.suppress(Exception):
             self.local.offsets.persist()

@@ -18,6 +18,9 @@ class PullHoldService:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.waiters: dict[Key, set[asyncio.Future[None]]] = {}
+        # the topics of `waiters`' keys, with how many of them: what the store asks before it
+        # calls the arrival listener at all (a put on a topic nobody waits on calls nothing)
+        self.topics: dict[str, int] = {}
         self._pending: set[Key] = set()
         self._lock = threading.Lock()
         self._scheduled = False
@@ -35,7 +38,11 @@ class PullHoldService:
         """
         key = (topic, queue_id)
         fut: asyncio.Future[None] = self.loop.create_future()
-        self.waiters.setdefault(key, set()).add(fut)
+        held = self.waiters.get(key)
+        if held is None:
+            held = self.waiters[key] = set()
+            self.topics[topic] = self.topics.get(topic, 0) + 1
+        held.add(fut)
         try:
             if arrived is not None and arrived():
                 return True
@@ -48,7 +55,12 @@ class PullHoldService:
             if s is not None:
                 s.discard(fut)
                 if not s:
-                    self.waiters.pop(key, None)
+                    del self.waiters[key]
+                    left = self.topics[topic] - 1
+                    if left:
+                        self.topics[topic] = left
+                    else:
+                        del self.topics[topic]
 
     def notify(self, topic: str, queue_id: int) -> None:
         """Wake the pulls held on (topic, queueId); must run on the loop's thread."""

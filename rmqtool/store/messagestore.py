@@ -14,7 +14,7 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +69,9 @@ class MessageStore(PutPath):
         self.dispatch_listeners: list[Callable[[DispatchRequest], None]] = []
         # `MessageArrivingListener`: (topic, queueId) of each queue a put gave new units, once per
         # put, after the put lock. Long polling and the timer service need no more than that, and
-        # it spares the put path a DispatchRequest per message.
-        self.arrival_listeners: list[Callable[[str, int], None]] = []
+        # it spares the put path a DispatchRequest per message. Each listener comes with the
+        # topics it listens to (`add_arrival_listener`), so a put on any other calls nothing.
+        self.arrival_listeners: tuple[tuple[Container[str] | None, Callable[[str, int], None]], ...] = ()
         self.delay_levels_ms = parse_delay_levels(config.message_delay_level)
         self.store_host = Host(config.broker_ip1, config.listen_port)
         self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from operator import attrgetter
@@ -105,7 +105,7 @@ class PutPath:
     delay_levels_ms: list[int]
     put_hooks: list[Callable[[MessageExt], MessageExt]]
     dispatch_listeners: list[Callable[[DispatchRequest], None]]
-    arrival_listeners: list[Callable[[str, int], None]]
+    arrival_listeners: tuple[tuple[Container[str] | None, Callable[[str, int], None]], ...]
     _pending: collections.deque[DispatchRequest]
     _listener_lock: Any  # an RLock
     _refused: int
@@ -127,8 +127,13 @@ class PutPath:
             return self._put_prepared([msg])[0]
         phys, end = one
         result = PutResult(PutMessageStatus.PUT_OK, msg, phys, msg.total_size, msg.queue_offset)
-        if self.arrival_listeners:
-            self._notify_arrivals(((msg.topic, msg.queue_id),))
+        listeners = self.arrival_listeners
+        if listeners:
+            topic = msg.topic
+            for topics, _ in listeners:  # no call at all unless one of them listens to this topic
+                if topics is None or topic in topics:
+                    self._notify_arrivals(((topic, msg.queue_id),))
+                    break
         if self.sync_flush or self.ha_service is not None:
             self._wait_durable([result], end, [msg])
         return result
@@ -286,10 +291,21 @@ class PutPath:
             self._refused += 1
         return [PutResult(status, msg, -1, 0, -1) for msg in msgs]
 
+    def add_arrival_listener(self, listener: Callable[[str, int], None], topics: Container[str] | None = None) -> None:
+        """Call `listener(topic, queueId)` after each put that gave a queue of one of `topics`
+        new units (None: of any topic). `topics` may be a live container, such as the topics
+        a service has waiters on: it is asked at each put."""
+        self.arrival_listeners = (*self.arrival_listeners, (topics, listener))
+
+    def remove_arrival_listener(self, listener: Callable[[str, int], None]) -> None:
+        self.arrival_listeners = tuple(e for e in self.arrival_listeners if e[1] != listener)
+
     def _notify_arrivals(self, queues: Iterable[tuple[str, int]]) -> None:
-        listeners = tuple(self.arrival_listeners)  # a listener may be removed meanwhile
+        listeners = self.arrival_listeners  # a tuple, replaced whole when one is added or removed
         for topic, queue_id in queues:
-            for listener in listeners:
+            for topics, listener in listeners:
+                if topics is not None and topic not in topics:
+                    continue
                 try:
                     listener(topic, queue_id)
                 except Exception:  # a listener bug must not undo a stored message

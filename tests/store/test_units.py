@@ -193,6 +193,28 @@ def test_dispatch_listeners_see_requests_in_append_order(store_dir):
         assert seen == [(r.wrote_offset, r.queue_offset) for r in results]
 
 
+def test_an_arrival_listener_hears_only_the_topics_it_listens_to_asked_at_each_put(store_dir):
+    """`add_arrival_listener(listener, topics)`: a put on another topic calls nothing; `topics`
+    is asked at each put (a live container, as the topics pulls are held on)."""
+    with MessageStore.open(store_dir, small_config()) as store:
+        heard, waited = [], {}
+
+        def listener(topic, queue_id):
+            heard.append((topic, queue_id))
+
+        store.add_arrival_listener(listener, waited)
+        store.put_message(make_msg(0))
+        store.put_messages([make_msg(1, topic="Other")])
+        assert heard == []
+        waited["TopicTest"] = 1  # a pull begins to wait on the topic
+        store.put_message(make_msg(2, queue_id=1))
+        store.put_messages([make_msg(3, topic="Other"), make_msg(4, queue_id=2)])
+        assert heard == [("TopicTest", 1), ("TopicTest", 2)]
+        store.remove_arrival_listener(listener)
+        store.put_message(make_msg(5))
+        assert heard == [("TopicTest", 1), ("TopicTest", 2)] and store.arrival_listeners == ()
+
+
 def test_arrival_listeners_hear_each_queue_once_per_put_after_its_units_are_readable(store_dir):
     with MessageStore.open(store_dir, small_config()) as store:
         heard = []
@@ -200,7 +222,7 @@ def test_arrival_listeners_hear_each_queue_once_per_put_after_its_units_are_read
         def listener(topic, queue_id):
             heard.append((topic, queue_id, store.get_max_offset_in_queue(topic, queue_id)))
 
-        store.arrival_listeners.append(listener)
+        store.add_arrival_listener(listener)
         store.put_messages([make_msg(0, queue_id=1), make_msg(1, queue_id=0), make_msg(2, queue_id=1),
                             make_msg(3, topic="Other")])
         assert heard == [("TopicTest", 1, 2), ("TopicTest", 0, 1), ("Other", 0, 1)]

@@ -85,7 +85,7 @@ class PopService(PopAckMixin):
     def start(self) -> list[asyncio.Task]:
         """Listen for arrivals (long polling) and start the revive loop; returns the tasks."""
         self._loop = asyncio.get_running_loop()
-        self.store.arrival_listeners.append(self._on_arrival)
+        self.store.add_arrival_listener(self._on_arrival, self._waiters)  # the topics pops wait on
         tasks = [asyncio.create_task(self._revive_loop(), name="pop-revive"),
                  asyncio.create_task(self._persist_loop(), name="pop-order-info")]
         if self.buffer.enabled:
@@ -93,10 +93,7 @@ class PopService(PopAckMixin):
         return tasks
 
     def stop(self) -> None:
-        try:
-            self.store.arrival_listeners.remove(self._on_arrival)
-        except ValueError:
-            pass
+        self.store.remove_arrival_listener(self._on_arrival)
         for s in list(self._waiters.values()):
             for fut in s:
                 if not fut.done():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rmqtool.layouts.constants import SCHEDULE_TOPIC, TIMER_TOPIC
 from rmqtool.store.schedule import ScheduleMessageService
 from rmqtool.store.timer.hooks import make_schedule_hook
 from rmqtool.store.timer.timerstore import TimerMessageStore
@@ -33,9 +34,9 @@ def attach_to_store(store: Any, *, read_only: bool = False) -> tuple[ScheduleMes
         if not any(getattr(h, "rmqtool_schedule_hook", False) for h in store.put_hooks):
             hook_clock = timer.clock if timer is not None else schedule.clock
             store.put_hooks.append(make_schedule_hook(store.config, hook_clock, schedule.max_delay_level))
-        store.arrival_listeners.append(schedule.wakeup)
+        store.add_arrival_listener(schedule.wakeup, frozenset({SCHEDULE_TOPIC}))
         if timer is not None:
-            store.arrival_listeners.append(timer.wakeup)
+            store.add_arrival_listener(timer.wakeup, frozenset({TIMER_TOPIC}))
     return schedule, timer
 
 
