@@ -139,7 +139,7 @@ class SendProcessor:
 
         def done(result: Any) -> RemotingCommand:
             self.stats["put"] += 1
-            self.count_put(topic, 1)
+            self.single_puts[topic] += 1  # count_put(topic, 1), folded in when the stats are read
             r = self._send_response(cmd, result, queue_id, props.get(P.UNIQ_KEY))
             if r.code == ResponseCode.SUCCESS and P.TIMER_OUT_MS in msg.properties:
                 handle = recall_handle_of(msg, self.broker_name)  # the put hook parked it on the timer wheel
