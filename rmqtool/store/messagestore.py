@@ -65,6 +65,8 @@ class MessageStore(PutPath):
         self.config = config
         self.clock = clock
         self.read_only = read_only
+        # each may carry `property_keys`: a message with none of them it leaves as it is, and
+        # `put_message` does not call it then (the schedule hook's DELAY and timer keys)
         self.put_hooks: list[Callable[[MessageExt], MessageExt]] = []
         self.dispatch_listeners: list[Callable[[DispatchRequest], None]] = []
         # `MessageArrivingListener`: (topic, queueId) of each queue a put gave new units, once per

@@ -121,7 +121,9 @@ class PutPath:
         if self.config.is_slave:  # DefaultMessageStore.checkStoreStatus, as put_messages
             raise StoreError("message store is in slave mode, it takes no puts")
         for hook in self.put_hooks:
-            msg = hook(msg)
+            keys = getattr(hook, "property_keys", None)  # the hook changes only messages with one of these
+            if keys is None or not keys.isdisjoint(msg.properties):
+                msg = hook(msg)
         one = put_one(self, msg)
         if one is None:
             return self._put_prepared([msg])[0]

@@ -248,6 +248,25 @@ def test_put_hook_may_rewrite_the_topic(store_dir):
         assert store.topic_queues() == {"Rewritten": [0]}
 
 
+def test_a_put_hook_with_property_keys_is_called_only_for_messages_with_one_of_them(store_dir):
+    """`put_message` skips a hook whose `property_keys` the message has none of (the schedule
+    hook's DELAY and timer keys); every other hook, and `put_messages`, call it as before."""
+    with MessageStore.open(store_dir, small_config()) as store:
+        seen = []
+
+        def hook(msg):
+            seen.append(msg.properties["UNIQ_KEY"])
+            msg.topic = "Rewritten"
+            return msg
+
+        hook.property_keys = frozenset({"X_MARK"})
+        store.put_hooks.append(hook)
+        store.put_message(make_msg(1))
+        store.put_message(make_msg(2, X_MARK="1"))
+        assert seen == ["UNIQ00000002"]
+        assert store.topic_queues() == {"TopicTest": [0], "Rewritten": [0]}
+
+
 def test_lookups_by_time_and_offset(store_dir):
     clock = Clock()
     with MessageStore.open(store_dir, small_config(), clock=clock) as store:

@@ -110,4 +110,6 @@ def make_schedule_hook(config: object, clock: Callable[[], int], max_delay_level
         return msg
 
     handle_schedule_message.rmqtool_schedule_hook = True  # type: ignore[attr-defined]
+    # a message with none of these keys it returns as it is: `put_message` need not call it
+    handle_schedule_message.property_keys = _SCHEDULE_KEYS  # type: ignore[attr-defined]
     return handle_schedule_message
