@@ -54,15 +54,24 @@ def wait_port(addr: str, deadline: float) -> None:
 
 
 def start_apache(root: Path, *conf: str, heap: str = "512m", version: str = APACHE_VERSION) -> Broker:
-    """ApacheBroker (tests/interop/java): RocketMQ 5.3.3's (or `version`'s) NamesrvController + BrokerController."""
+    """ApacheBroker (tests/interop/java): RocketMQ 5.3.3's (or `version`'s) NamesrvController + BrokerController.
+
+    Its ports are free ones it picks itself; another process of the suite can take one before
+    it binds, so a start that failed with "Address already in use" is tried again (twice)."""
     root.mkdir(parents=True, exist_ok=True)
-    log = open(root / "apache.stderr", "wb")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen(java_cmd("ApacheBroker", "--store", str(root / "store"), *conf, heap=heap,
-                                     home=root / "home", version=version),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
-    line = proc.stdout.readline().decode()  # READY ... or EOF when it failed
-    if not line.startswith("READY"):
+    for attempt in range(3):
+        log = open(root / "apache.stderr", "wb")  # noqa: SIM115 - lives as long as the process
+        proc = subprocess.Popen(java_cmd("ApacheBroker", "--store", str(root / "store"), *conf, heap=heap,
+                                         home=root / "home", version=version),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+        line = proc.stdout.readline().decode()  # READY ... or EOF when it failed (it exits then)
+        if line.startswith("READY"):
+            break
         proc.kill()
+        proc.wait()
+        log.close()
+        if attempt < 2 and "Address already in use" in (root / "apache.stderr").read_text(errors="replace"):
+            continue
         raise RuntimeError(f"Apache broker did not start: {line!r}, see {root / 'apache.stderr'}")
     fields = dict(f.split("=", 1) for f in line.split()[1:])
     return Broker("apache", fields["namesrv"], fields["broker"], Path(fields["store"]), root, proc)

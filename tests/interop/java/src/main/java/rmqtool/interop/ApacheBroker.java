@@ -40,7 +40,18 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
 public final class ApacheBroker {
     private static final String HOST = "127.0.0.1";
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        try {
+            run(args);
+        } catch (Throwable t) {
+            // a start that failed (a port taken meanwhile, say) must end the JVM: the broker's and
+            // name server's threads it already started would otherwise keep it alive, never READY
+            t.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    static void run(String[] args) throws Exception {
         PrintStream out = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
         System.setOut(System.err); // RocketMQ's logging chatter must not reach our protocol line
         // What NamesrvStartup/BrokerStartup do first: without it requests carry version 0 and the name
