@@ -51,3 +51,18 @@ def test_message_limits():
     with pytest.raises(InvalidMessage, match="32767"):
         check_message(MessageExt("T", b"x", properties={"K": "v" * 32765}))
     check_message(MessageExt("T", b"x", properties={"K": "v" * (32767 - 3)}))
+
+
+def test_send_topic_ok_answers_as_check_send_topic_and_keeps_its_answers():
+    from rmqtool.validators import send_topic_ok
+
+    for topic in ("TopicTest", "%RETRY%g", "bad topic", "TBW102", "rmq_sys_wheel_timer", "SCHEDULE_TOPIC_XXXX",
+                  "x" * 128, "x" * 127):
+        try:
+            check_send_topic(topic)
+            passes = True
+        except InvalidInput:  # InvalidTopic among them
+            passes = False
+        assert send_topic_ok(topic) is passes, topic
+        assert send_topic_ok(topic) is passes, topic  # the kept answer
+    assert send_topic_ok.cache_info().maxsize == 1024

@@ -98,7 +98,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._bg: set[asyncio.Task] = set()
         self.boot_ms = self.clock()
         self.stats = {"put": 0, "get": 0, "get_found": 0, "get_miss": 0}
-        self.single_puts = self.broker_stats.single_puts  # TOPIC_PUT_NUMS of single sends, counted in place
+        stats = self.broker_stats  # TOPIC_PUT_NUMS of single and batch sends, counted in place
+        self.single_puts, self.batch_puts, self.batch_calls = stats.single_puts, stats.batch_puts, stats.batch_calls
         self._registered_version: tuple[int, int] | None = None
         self.cluster = ClusterSettings.from_config(self.config)
         self.broker_id = self.cluster.broker_id

@@ -26,14 +26,14 @@ import struct
 from operator import methodcaller
 from typing import Any
 
-from rmqtool.errors import InvalidInput, InvalidMessage
+from rmqtool.errors import InvalidMessage
 from rmqtool.layouts import properties as P
 from rmqtool.layouts.constants import MAX_PROPERTIES_LENGTH, RETRY_GROUP_TOPIC_PREFIX
 from rmqtool.layouts.message import MessageExt
 from rmqtool.layouts.net import Host
 from rmqtool.store.batchcolumns import Plan, plan_shape, uniform_columns
 from rmqtool.store.batchput import _SCHEDULE_KEYS, BatchPutResult
-from rmqtool.validators import check_body, check_send_topic
+from rmqtool.validators import check_body, send_topic_ok
 
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 _I16 = struct.Struct(">h")
@@ -63,9 +63,7 @@ def send_batch_body(local: Any, topic: str, queue_id: int, data: bytes, batch_pr
     tc = local.topics.select(topic)
     if tc is None or not tc.writeable or queue_id >= max(tc.write_queue_nums, tc.read_queue_nums):
         return None
-    try:
-        check_send_topic(topic)
-    except InvalidInput:
+    if not send_topic_ok(topic):
         return None
     if not _clean_entries(batch_props) or not batch_props.keys().isdisjoint(_SCHEDULE_KEYS):
         return None

@@ -59,6 +59,9 @@ class BrokerStatsManager:
         # on the event loop's thread, no call: the request path's hottest counter) and added to
         # the items when they are sampled or read (`fold`, on the same thread)
         self.single_puts: collections.defaultdict[str, int] = collections.defaultdict(int)
+        # the same of batch sends: their messages and the calls (one per batch)
+        self.batch_puts: collections.defaultdict[str, int] = collections.defaultdict(int)
+        self.batch_calls: collections.defaultdict[str, int] = collections.defaultdict(int)
 
     def inc(self, name: str, key: str, value: int, times: int = 1) -> None:
         item = self.items.get((name, key))
@@ -68,14 +71,20 @@ class BrokerStatsManager:
         item.add(value, times)
 
     def fold(self) -> None:
-        """The single sends counted since the last fold, into their items (a call and a
-        message each, as `inc` would have counted them one by one)."""
-        pending = self.single_puts
-        if pending:
-            counted = list(pending.items())
-            pending.clear()
+        """The sends counted since the last fold, into their items (a single send a call and a
+        message, a batch a call and its messages, as `inc` would have counted them)."""
+        singles, batches, calls = self.single_puts, self.batch_puts, self.batch_calls
+        if singles:
+            counted = list(singles.items())
+            singles.clear()
             for topic, n in counted:
                 self.inc(TOPIC_PUT_NUMS, topic, n, n)
+        if batches:
+            counted = [(topic, n, calls.get(topic, 0)) for topic, n in batches.items()]
+            batches.clear()
+            calls.clear()
+            for topic, n, times in counted:
+                self.inc(TOPIC_PUT_NUMS, topic, n, times)
 
     def sample(self) -> None:
         self.fold()
