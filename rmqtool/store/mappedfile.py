@@ -421,9 +421,11 @@ class MappedFileQueue:
         made ahead (`preallocate`) as much as could go there. DiskFull before anything is written.
         """
         size = self.file_size
-        last = self.last
+        last = self.files[-1] if self.files else None
         if last is not None and last.wrote_position < size:
-            last.ensure_reserved(min(size, last.wrote_position + nbytes + slack))
+            end = min(size, last.wrote_position + nbytes + slack)
+            if end > last.reserved_until:  # reserved already: no call (every single put asks this)
+                last.ensure_reserved(end)
         for mf in self.pending:
             mf.ensure_reserved(min(size, nbytes + slack))
 

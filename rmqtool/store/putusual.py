@@ -253,13 +253,8 @@ def room_in_last_file(store: Any, size: int, file_size: int) -> Any:
         raise StoreError("store is closed")
     mfq = store.commitlog.mfq
     mf = mfq.files[-1] if mfq.files else None
-    if mf is None:
+    if mf is None or mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH > file_size:
         return None
-    end = mf.wrote_position + size + END_FILE_MIN_BLANK_LENGTH
-    if end > file_size:
-        return None
-    if end <= mf.reserved_until and not mfq.pending:
-        return mf  # reserved already, no file made ahead: what `reserve_for_append` would find
     try:
         mfq.reserve_for_append(size, END_FILE_MIN_BLANK_LENGTH)
     except DiskFull:
