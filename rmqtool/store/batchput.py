@@ -374,10 +374,8 @@ def _append(store: Any, topic: str, queue_id: int | list[int], layout: _Layout, 
         _dispatch(store, topic, runs, offsets, index_keys, now)
         end = cl.max_offset
     status = "PUT_OK"
-    for topics, _ in store.arrival_listeners:  # as put_message: no call unless one listens to the topic
-        if topics is None or topic in topics:
-            store._notify_arrivals([(topic, qid) for qid in runs])
-            break
+    if store.arrival_listeners:
+        store._notify_arrivals([(topic, qid) for qid in runs])
     if store.sync_flush and store.flush_service is not None:
         fs = store.flush_service
         if not fs.wait_flushed(end, config.sync_flush_timeout / 1000):

@@ -367,9 +367,7 @@ class LocalBroker:
         topic = msg.topic
         if topic == AUTO_CREATE_TOPIC_KEY or topic.startswith(SYSTEM_TOPIC_PREFIX):
             check_send_topic(topic)  # raises InvalidTopic, as in `check`
-        body, max_size = msg.body, self.config.max_message_size
-        if body is None or not 0 < len(body) <= max_size:  # check_body's cases, its errors (no call when fine)
-            check_body(body, max_size)
+        check_body(msg.body, self.config.max_message_size)
         check_properties(msg.properties or {})
         tc = self.topics.select(topic)
         if tc is None or not tc.writeable:

@@ -176,10 +176,6 @@ def _cut_span(read: Callable[[int, int], bytes | None], at: int, sizes: list[int
                 raws.append(raw)
             at += size
         return
-    if len(sizes) == 1:
-        if _is_record(chunk, 0, sizes[0]):
-            raws.append(chunk)
-        return
     view, unpack, magics, append = memoryview(chunk), _unpack_ii, _MAGICS, raws.append
     pos = 0
     for size in sizes:  # _is_record inline: this loop runs for every message a pull returns
