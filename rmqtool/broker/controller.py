@@ -98,8 +98,8 @@ class BrokerController(SendProcessor, PullProcessor, ClientManageProcessor, Admi
         self._bg: set[asyncio.Task] = set()
         self.boot_ms = self.clock()
         self.stats = {"put": 0, "get": 0, "get_found": 0, "get_miss": 0}
-        stats = self.broker_stats  # TOPIC_PUT_NUMS of single and batch sends, counted in place
-        self.single_puts, self.batch_puts, self.batch_calls = stats.single_puts, stats.batch_puts, stats.batch_calls
+        # TOPIC_PUT_NUMS of sends, counted in place by the send handlers (BrokerStatsManager.fold)
+        self.put_msgs, self.put_calls = self.broker_stats.put_msgs, self.broker_stats.put_calls
         self._registered_version: tuple[int, int] | None = None
         self.cluster = ClusterSettings.from_config(self.config)
         self.broker_id = self.cluster.broker_id

@@ -139,7 +139,8 @@ class SendProcessor:
 
         def done(result: Any) -> RemotingCommand:
             self.stats["put"] += 1
-            self.single_puts[topic] += 1  # count_put(topic, 1), folded in when the stats are read
+            self.put_msgs[topic] += 1  # count_put(topic, 1), folded in when the stats are read
+            self.put_calls[topic] += 1
             r = self._send_response(cmd, result, queue_id, props.get(P.UNIQ_KEY))
             if r.code == ResponseCode.SUCCESS and P.TIMER_OUT_MS in msg.properties:
                 handle = recall_handle_of(msg, self.broker_name)  # the put hook parked it on the timer wheel
@@ -241,8 +242,8 @@ class SendProcessor:
                          batch_props: dict[str, str], result: Any) -> RemotingCommand:
         n = len(result.wrote_offsets)
         self.stats["put"] += n
-        self.batch_puts[topic] += n  # count_put(topic, n), folded in when the stats are read
-        self.batch_calls[topic] += 1
+        self.put_msgs[topic] += n  # count_put(topic, n), folded in when the stats are read
+        self.put_calls[topic] += 1
         name = status_name(result.status)
         if name != "PUT_OK":
             code = PUT_STATUS_CODES.get(name, ResponseCode.SYSTEM_ERROR)

@@ -247,23 +247,19 @@ def test_stats_item_windows():
 
 
 def test_sends_counted_in_place_are_folded_into_their_item():
-    """The send handlers bump `single_puts[topic]` (and `batch_puts`, `batch_calls`); sampling
-    (or a read) adds them to TOPIC_PUT_NUMS as `inc` would have, beside counts made with it."""
+    """The send handlers bump `put_msgs[topic]` and `put_calls[topic]`; sampling (or a read)
+    adds them to TOPIC_PUT_NUMS as `inc` would have, beside counts made with it."""
     from rmqtool.broker.admin.brokerstats import TOPIC_PUT_NUMS, BrokerStatsManager
 
     now = [0]
     stats = BrokerStatsManager(lambda: now[0])
     stats.inc(TOPIC_PUT_NUMS, "T", 32)  # a batch of 32: one call
-    stats.batch_puts["T"] += 32  # and two more, as the batch handler counts them
-    stats.batch_calls["T"] += 1
-    stats.batch_puts["T"] += 32
-    stats.batch_calls["T"] += 1
-    stats.single_puts["T"] += 1
-    stats.single_puts["T"] += 1
-    stats.single_puts["U"] += 1
+    for topic, n in (("T", 32), ("T", 32), ("T", 1), ("T", 1), ("U", 1)):  # as the send handlers count
+        stats.put_msgs[topic] += n
+        stats.put_calls[topic] += 1
     now[0] = 10_000
     stats.sample()
-    assert not stats.single_puts and not stats.batch_puts and not stats.batch_calls
+    assert not stats.put_msgs and not stats.put_calls
     t, u = stats.items[(TOPIC_PUT_NUMS, "T")], stats.items[(TOPIC_PUT_NUMS, "U")]
     assert (t.value, t.times, u.value, u.times) == (98, 5, 1, 1)
     assert t.snapshot(0)["sum"] == 98  # U's item begins now: its sum counts from its next snapshot

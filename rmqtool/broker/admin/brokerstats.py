@@ -55,13 +55,11 @@ class BrokerStatsManager:
         self.clock = clock
         self.items: dict[tuple[str, str], StatsItem] = {}
         self._lock = threading.Lock()
-        # TOPIC_PUT_NUMS of single sends, counted by the send handler in place (one dict update
-        # on the event loop's thread, no call: the request path's hottest counter) and added to
+        # TOPIC_PUT_NUMS of sends, counted by the send handlers in place (messages and calls:
+        # dict updates on the event loop's thread, no call on the request path) and added to
         # the items when they are sampled or read (`fold`, on the same thread)
-        self.single_puts: collections.defaultdict[str, int] = collections.defaultdict(int)
-        # the same of batch sends: their messages and the calls (one per batch)
-        self.batch_puts: collections.defaultdict[str, int] = collections.defaultdict(int)
-        self.batch_calls: collections.defaultdict[str, int] = collections.defaultdict(int)
+        self.put_msgs: collections.defaultdict[str, int] = collections.defaultdict(int)
+        self.put_calls: collections.defaultdict[str, int] = collections.defaultdict(int)
 
     def inc(self, name: str, key: str, value: int, times: int = 1) -> None:
         item = self.items.get((name, key))
@@ -71,17 +69,11 @@ class BrokerStatsManager:
         item.add(value, times)
 
     def fold(self) -> None:
-        """The sends counted since the last fold, into their items (a single send a call and a
-        message, a batch a call and its messages, as `inc` would have counted them)."""
-        singles, batches, calls = self.single_puts, self.batch_puts, self.batch_calls
-        if singles:
-            counted = list(singles.items())
-            singles.clear()
-            for topic, n in counted:
-                self.inc(TOPIC_PUT_NUMS, topic, n, n)
-        if batches:
-            counted = [(topic, n, calls.get(topic, 0)) for topic, n in batches.items()]
-            batches.clear()
+        """The sends counted since the last fold, into their items, as `inc` would have counted them."""
+        msgs, calls = self.put_msgs, self.put_calls
+        if msgs:
+            counted = [(topic, n, calls.get(topic, 0)) for topic, n in msgs.items()]
+            msgs.clear()
             calls.clear()
             for topic, n, times in counted:
                 self.inc(TOPIC_PUT_NUMS, topic, n, times)
