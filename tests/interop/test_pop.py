@@ -52,6 +52,15 @@ async def _probe(addr: str, topic: str, group: str) -> dict[str, tuple]:
                 "a": "pop_probe_pg", "b": topic, "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": int(time.time() * 1000),
                 "h": 0, "i": f"TAGS\x01tg\x02KEYS\x01k{i}\x02", "j": 0, "k": "false", "m": "false"}, f"b{i}".encode()))
             assert r.code == 0, r.remark
+        # Apache's broker dispatches a moment after the send's answer (ReputMessageService): restNum
+        # counts what is in the consume queue, so wait until all three are there on both brokers.
+        deadline = time.time() + 30
+        while True:
+            r = await conn.request(RemotingCommand.request(30, {"topic": topic, "queueId": 0}), timeout=15)
+            if r.code == 0 and int(r.ext_fields["offset"]) >= 3:
+                break
+            assert time.time() < deadline, f"{topic}: 3 messages not dispatched within 30 s"
+            await asyncio.sleep(0.05)
         now = int(time.time() * 1000)
         base = {"consumerGroup": group, "topic": topic, "queueId": -1, "invisibleTime": 60000, "pollTime": 0,
                 "initMode": 0, "expType": "TAG", "exp": "*"}
