@@ -43,7 +43,7 @@ from rmqtool.layouts.constants import (
 from rmqtool.layouts.crc import crc32
 from rmqtool.layouts.javahash import java_string_hash
 from rmqtool.layouts.message import topic_field
-from rmqtool.layouts.msgid import host_hex
+from rmqtool.layouts.msgid import create_offset_msg_ids
 from rmqtool.layouts.net import Host, pack_host
 from rmqtool.store.diskspace import DiskFull
 from rmqtool.store.dispatch import build_index_columns
@@ -76,7 +76,7 @@ class BatchPutResult:
 
     def offset_msg_ids(self) -> str:
         """The send answer's msgId: each record's offset msgId, comma-joined (`MessageBatch`)."""
-        return ",".join(map((host_hex(self.store_host) + "%016X").__mod__, self.wrote_offsets))
+        return create_offset_msg_ids(self.store_host, self.wrote_offsets)
 
 
 class _Waiting:

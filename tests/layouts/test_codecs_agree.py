@@ -179,3 +179,11 @@ def test_offset_msg_id_hex(host, offset):
     from rmqtool.layouts.net import pack_host
 
     assert create_offset_msg_id(host, offset) == (pack_host(host) + offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+@given(hosts, st.lists(i64, max_size=40))
+def test_offset_msg_ids_are_each_records_id(host, offsets):
+    """A batch's answer: each record's `createMessageId`, comma-joined, IPv4 and IPv6 alike."""
+    from rmqtool.layouts.msgid import create_offset_msg_id, create_offset_msg_ids
+
+    assert create_offset_msg_ids(host, offsets) == ",".join(create_offset_msg_id(host, o) for o in offsets)
