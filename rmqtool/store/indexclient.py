@@ -10,6 +10,7 @@ store falls back to indexing in-process (`_fall_back`), with a log line.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import logging
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,9 @@ class IndexProcess:
         self._send_lock = threading.Lock()  # the pipe: put path and requests
         self._broken = False
         self.proc: subprocess.Popen[bytes] | None = None
+        self._idle: bool | None = False  # the child's policy is SCHED_IDLE; None: left as it is
+        self._policy_lock = threading.Lock()
+        self._waiters = 0  # threads waiting on the child: it runs at the normal policy meanwhile
 
     # -- the child ---------------------------------------------------------------------------------
     def start(self, start: int, last_full: int = 0) -> None:
@@ -96,6 +101,8 @@ class IndexProcess:
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(self._shm_fd,),
                                      close_fds=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._idle = False  # a new child: the normal policy until set
+        self._set_idle(True)
         self._send = Connection(os.dup(self.proc.stdin.fileno()), readable=False)
         self._recv = Connection(os.dup(self.proc.stdout.fileno()), writable=False)
         self.proc.stdin.close()
@@ -131,9 +138,42 @@ class IndexProcess:
                 conn.close()
         self._send = self._recv = None  # type: ignore[assignment]
 
+    def _set_idle(self, idle: bool) -> None:
+        """The child's scheduling policy: SCHED_IDLE while the parent puts, SCHED_OTHER while it waits.
+
+        Java's ReputMessageService is a thread beside the put path; here the child would take a
+        core's share from serve's one event-loop thread and the clients whenever the cores are
+        busy (measured: with batches from 4 producers the loop thread then waited for a core
+        a quarter of the time). Under SCHED_IDLE it runs on what the others leave idle and
+        catches up through its pipe. Whenever the parent waits for it (a look-up, expiry, close,
+        a full pipe) it is raised to the normal policy (`_waiting`), so it is never starved past
+        a wait's timeout. Where the system refuses the policy the child keeps the normal one."""
+        if self.proc is None or self._idle is None or self._idle is idle:
+            return
+        try:
+            os.sched_setscheduler(self.proc.pid, os.SCHED_IDLE if idle else os.SCHED_OTHER, os.sched_param(0))
+            self._idle = idle
+        except (OSError, AttributeError):  # gone, refused, or no such call here: the normal policy
+            self._idle = None
+
+    @contextlib.contextmanager
+    def _waiting(self) -> Iterator[None]:
+        """The child at the normal policy while any thread of the parent waits on it."""
+        with self._policy_lock:
+            self._waiters += 1
+            if self._waiters == 1:
+                self._set_idle(False)
+        try:
+            yield
+        finally:
+            with self._policy_lock:
+                self._waiters -= 1
+                if not self._waiters:
+                    self._set_idle(True)
+
     def _ask(self, req: tuple[Any, ...], timeout: float) -> Any:
         """Send one request, wait for its answer; IndexProcessError when the child does not give it."""
-        with self._lock:
+        with self._lock, self._waiting():
             if self._send is None or not self.alive():
                 raise IndexProcessError("the index process is not running")
             try:
@@ -210,16 +250,18 @@ class IndexProcess:
         view = memoryview(_FRAME.pack(len(data)) + data)
         fd = self._send.fileno()
         deadline = 0.0
-        while view:
-            try:
-                view = view[os.write(fd, view):]
-            except BlockingIOError:
-                now = time.monotonic()
-                if not deadline:
-                    deadline = now + SEND_TIMEOUT_S
-                elif now > deadline:
-                    raise IndexProcessError("the index process takes no more keys") from None
-                select.select([], [fd], [], 0.05)
+        with contextlib.ExitStack() as waiting:
+            while view:
+                try:
+                    view = view[os.write(fd, view):]
+                except BlockingIOError:
+                    now = time.monotonic()
+                    if not deadline:
+                        deadline = now + SEND_TIMEOUT_S
+                        waiting.enter_context(self._waiting())  # a whole pipe behind: its normal policy
+                    elif now > deadline:
+                        raise IndexProcessError("the index process takes no more keys") from None
+                    select.select([], [fd], [], 0.05)
 
     def _send_pending(self) -> None:
         if self._pending:

@@ -219,3 +219,33 @@ def test_cleanup_deletes_the_index_files_of_deleted_commitlog_files_through_the_
             assert store.index.offloaded == (mode == "proc")
             assert mode == "inproc" or store.index.fallback is None
     assert counts[0] == counts[1] and counts[0][1] < counts[0][0]
+
+
+def test_the_child_runs_idle_but_at_the_normal_policy_while_the_parent_waits(tmp_path, monkeypatch):
+    """It takes no core's share from the put path (SCHED_IDLE), yet cannot be starved past a wait:
+    a look-up, and a put that finds the pipe full, raise it until they have their answer or room."""
+    from rmqtool.store import indexclient
+
+    clock = Clock()
+    with MessageStore.open(tmp_path / "s", small_config(max_hash_slot_num=64, max_index_num=4096),
+                           clock=clock) as store:
+        assert store.start_index_process()
+        index = store.index
+        pid = index.proc.pid
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        seen = []
+        real_write = indexclient.IndexProcess._write
+
+        def write(self, msg):  # the policy while the look-up's request goes out and its answer is awaited
+            seen.append(os.sched_getscheduler(pid))
+            return real_write(self, msg)
+
+        monkeypatch.setattr(indexclient.IndexProcess, "_write", write)
+        store.put_message(make_msg(1))
+        assert [m.uniq_key for m in store.query_message("TopicTest", "key1")] == ["UNIQ00000001"]
+        assert os.SCHED_OTHER in seen and os.sched_getscheduler(pid) == os.SCHED_IDLE
+        monkeypatch.setattr(indexclient.IndexProcess, "_write", real_write)
+        with index._waiting(), index._waiting():  # two waiters: the normal policy until the last is done
+            assert os.sched_getscheduler(pid) == os.SCHED_OTHER
+        assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+        assert index.fallback is None
