@@ -19,6 +19,9 @@ Targets:
   rmqtool  `python -m rmqtool serve` on a fresh store (async flush, like Apache's default).
   apache   Apache RocketMQ 5.3.3's broker via tests/interop/java (built by .ci/steps of the interop
            suite: mvn -q -f tests/interop/java/pom.xml package); skipped when not built.
+  rmqtool-index  (not by default) `rmqtool serve` with its index built by a second process
+           (RMQTOOL_INDEX_PROCESS=1; `rmqtool` itself runs with it set to 0), printed against
+           `rmqtool` and the references.
   ceiling  (not by default) benchmarks/nullsend.py: serve answering every send as stored without
            storing it; its rates are near the most any broker reaches here with the same clients
            sharing the cores (no consume case); printed as ceiling / broker per case.
@@ -122,7 +125,7 @@ def bench_target(t: Target, producers: list[int], args: argparse.Namespace) -> l
 
 def start_target(name: str, args: argparse.Namespace) -> Target | None:
     """Start `name` on a fresh store; None (said on stdout) when it is not on this machine."""
-    if name in ("rmqtool", "ceiling"):
+    if name in ("rmqtool", "rmqtool-index", "ceiling"):
         return start_rmqtool(args.flush, name)
     if name == "apache":
         t = start_apache(args.apache_java_dir)
@@ -280,31 +283,44 @@ def main() -> None:
                 print(f"#   {case}  {ratio:6.2f}")
             if cases:
                 print(f"#   geometric mean {statistics.geometric_mean([c[1] for c in cases]):.2f}")
-    mine = {r.case: r for r in all_results.get("rmqtool", [])}
-    for ref in [n for n in all_results if n not in ("rmqtool", "ceiling")]:
-        pairs = paired_ratios(rounds.get("rmqtool", []), rounds[ref]) if args.rounds > 1 else {}
-        print(f"# ratio rmqtool / {ref} (throughput; in brackets server CPU per message, {ref} / rmqtool"
-              + ("; then the median of the rounds' own ratios, their least and greatest" if pairs else "") + "):")
-        ratios, cpu_ratios, pair_medians = [], [], []
-        for r in all_results[ref]:
-            m = mine.get(r.case)
-            if m and r.rate > 0:
-                ratios.append(m.rate / r.rate)
-                mc, rc = m.cpu_per_msg_us, r.cpu_per_msg_us
-                cpu = f"  ({rc / mc:5.2f})" if mc and rc else ""
-                if mc and rc:
-                    cpu_ratios.append(rc / mc)
-                own = pairs.get(r.case)
-                if own:
-                    pair_medians.append(statistics.median(own))
-                    cpu += f"  rounds {statistics.median(own):5.2f} ({min(own):.2f}-{max(own):.2f})"
-                print(f"#   {r.case}  {m.rate / r.rate:6.2f}{cpu}")
-        if ratios:
-            print(f"#   geometric mean {statistics.geometric_mean(ratios):.2f}"
-                  + (f"  ({statistics.geometric_mean(cpu_ratios):.2f})" if cpu_ratios else "")
-                  + (f"  rounds {statistics.geometric_mean(pair_medians):.2f}"
-                     if pair_medians and len(pair_medians) == len(ratios) else ""))
+    for own in [n for n in SERVES if n in all_results]:
+        # each serve against the references; the default against the variant too (once, not both ways)
+        refs = [n for n in SERVES[1:] if own == SERVES[0] and n in all_results]
+        for ref in refs + [n for n in all_results if n not in SERVES and n != "ceiling"]:
+            print_ratios(own, ref, all_results, rounds, args.rounds)
 
+
+SERVES = ["rmqtool", "rmqtool-index"]  # serve as configured by default, and with the index process
+
+
+def print_ratios(own: str, ref: str, all_results: dict[str, list[Result]], rounds: dict[str, list[list[Result]]],
+                 n_rounds: int) -> None:
+    """The throughput ratio own / ref per case (of each case's median round) and its geometric mean,
+    with the server CPU ratio and, for several rounds, the median of the rounds' own ratios."""
+    mine = {r.case: r for r in all_results.get(own, [])}
+    pairs = paired_ratios(rounds.get(own, []), rounds[ref]) if n_rounds > 1 else {}
+    print(f"# ratio {own} / {ref} (throughput; in brackets server CPU per message, {ref} / {own}"
+          + ("; then the median of the rounds' own ratios, their least and greatest" if pairs else "") + "):")
+    ratios, cpu_ratios, pair_medians = [], [], []
+    for r in all_results[ref]:
+        m = mine.get(r.case)
+        if m and r.rate > 0:
+            ratios.append(m.rate / r.rate)
+            mc, rc = m.cpu_per_msg_us, r.cpu_per_msg_us
+            cpu = f"  ({rc / mc:5.2f})" if mc and rc else ""
+            if mc and rc:
+                cpu_ratios.append(rc / mc)
+            own_ratios = pairs.get(r.case)
+            if own_ratios:
+                pair_medians.append(statistics.median(own_ratios))
+                cpu += (f"  rounds {statistics.median(own_ratios):5.2f} "
+                        f"({min(own_ratios):.2f}-{max(own_ratios):.2f})")
+            print(f"#   {r.case}  {m.rate / r.rate:6.2f}{cpu}")
+    if ratios:
+        print(f"#   geometric mean {statistics.geometric_mean(ratios):.2f}"
+              + (f"  ({statistics.geometric_mean(cpu_ratios):.2f})" if cpu_ratios else "")
+              + (f"  rounds {statistics.geometric_mean(pair_medians):.2f}"
+                 if pair_medians and len(pair_medians) == len(ratios) else ""))
 
 if __name__ == "__main__":
     main()

@@ -81,11 +81,14 @@ def _wait_line(stream, pattern: re.Pattern, timeout: float, proc: subprocess.Pop
 
 
 def start_rmqtool(flush: str, name: str = "rmqtool") -> Target:
-    """`rmqtool serve`, or for the `ceiling` target benchmarks/nullsend.py's serve that answers sends
-    without storing them."""
+    """`rmqtool serve`; for the `rmqtool-index` target the same with its index built by a second
+    process (`RMQTOOL_INDEX_PROCESS=1`), for `ceiling` benchmarks/nullsend.py's serve that answers
+    sends without storing them."""
     work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    entry = ["-m", "rmqtool"] if name == "rmqtool" else [str(ROOT / "benchmarks" / "nullsend.py")]
+    if name in ("rmqtool", "rmqtool-index"):
+        env["RMQTOOL_INDEX_PROCESS"] = "1" if name == "rmqtool-index" else "0"
+    entry = ["-m", "rmqtool"] if name != "ceiling" else [str(ROOT / "benchmarks" / "nullsend.py")]
     proc = subprocess.Popen([sys.executable, *entry, "serve", "--store", str(work / "store"),
                              "--namesrv-port", "0", "--broker-port", "0", "--flush", flush],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
