@@ -28,25 +28,17 @@ def create_offset_msg_id(store_host: Host, commit_log_offset: int) -> str:
     return (pack_host(store_host) + struct.pack(">q", commit_log_offset)).hex().upper()
 
 
-_offset_runs: dict[int, struct.Struct] = {}  # n offsets side by side, for `create_offset_msg_ids`
-
-
 def create_offset_msg_ids(store_host: Host, commit_log_offsets: list[int]) -> str:
     """A batch send's answer (`MessageBatch`: `createMessageId` of each record, comma-joined).
 
     The offsets are packed as Java's longs in one call and hexed with a comma every 8 bytes,
     then each gets the host's hex in front: three C calls, where formatting each id took a
     quarter of a microsecond (8 µs of a 32-message batch's answer)."""
-    n = len(commit_log_offsets)
-    if not n:
+    if not commit_log_offsets:
         return ""
-    run = _offset_runs.get(n)
-    if run is None:
-        if len(_offset_runs) > 256:
-            _offset_runs.clear()
-        run = _offset_runs[n] = struct.Struct(f">{n}q")
     head = host_hex(store_host)
-    return head + run.pack(*commit_log_offsets).hex(",", 8).upper().replace(",", "," + head)
+    packed = struct.pack(f">{len(commit_log_offsets)}q", *commit_log_offsets)  # struct caches the format
+    return head + packed.hex(",", 8).upper().replace(",", "," + head)
 
 
 @lru_cache(maxsize=256)
