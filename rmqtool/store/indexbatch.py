@@ -78,8 +78,7 @@ def _pairs(a: list[int], b: list[int]) -> list[int]:
     return list(chain.from_iterable(zip(a, b, strict=True)))
 
 
-def _put_distinct(f: Any, hashes: list[int], slot_positions: list[int], phys: list[int],
-                  time_diff: int | list[int]) -> bool:
+def _put_distinct(f: Any, hashes: list[int], slot_positions: list[int], phys: list[int], time_diff: int) -> bool:
     """The entries of keys that all fall in different slots, each slot holding a valid or no
     entry, written a column at a time (one pack of every entry, the slots by one map); False,
     with nothing written, for anything else (the caller's per-key loop then takes them).
@@ -88,8 +87,7 @@ def _put_distinct(f: Any, hashes: list[int], slot_positions: list[int], phys: li
     slot that was empty or held more than the file's count, which then counts as a new slot),
     then the slot holds the entry's number. Slots no earlier key of the run wrote read the
     same before the run as at their key, so the values are read first, all at once. The
-    caller has made sure the file has room for every key and already holds its first.
-    `time_diff` is every entry's, or a list of each entry's own."""
+    caller has made sure the file has room for every key and already holds its first."""
     n = len(hashes)
     if len(set(slot_positions)) != n:
         return False
@@ -104,8 +102,7 @@ def _put_distinct(f: Any, hashes: list[int], slot_positions: list[int], phys: li
         run = _entry_runs[n] = struct.Struct(">" + "iqii" * n)
     f.ensure_entries(count + n)  # every entry has its blocks before any is written
     run.pack_into(mm, f.entries_base + count * INDEX_ENTRY_SIZE,
-                  *chain.from_iterable(zip(hashes, phys, repeat(time_diff, n) if type(time_diff) is int else time_diff,
-                                           prevs, strict=True)))
+                  *chain.from_iterable(zip(hashes, phys, repeat(time_diff, n), prevs, strict=True)))
     any(map(_pack_i32, repeat(mm, n), slot_positions, range(count, count + n)))  # each returns None: all run
     f.index_count = count + n
     f.hash_slot_count += prevs.count(0)
@@ -113,42 +110,33 @@ def _put_distinct(f: Any, hashes: list[int], slot_positions: list[int], phys: li
 
 
 def _build_uniq_only(service: Any, records: list[IndexRecord]) -> bool:
-    """`build_batch` of records of one topic, each with a UNIQ_KEY and no KEYS (a Java producer's
-    batch sent without keys, or the single sends serve's deferred index gathers, each with a
-    store time of its own), into the last file when it has room for them all, already holds its
-    first key and has indexed none of them; False (nothing done) else."""
+    """`build_batch` of records of one topic and store time, each with a UNIQ_KEY and no KEYS
+    (a Java producer's batch sent without keys), into the last file when it has room for them
+    all, already holds its first key and has indexed none of them; False (nothing done) else."""
     topics, phys, stamps, uniq_keys, key_texts = zip(*records, strict=True)
     n = len(records)
-    if any(key_texts) or topics.count(topics[0]) != n:
+    if any(key_texts) or topics.count(topics[0]) != n or stamps.count(stamps[0]) != n:
         return False
-    return build_uniq_columns(service, topics[0], stamps[0] if stamps.count(stamps[0]) == n else list(stamps),
-                              list(phys), list(uniq_keys))
+    return build_uniq_columns(service, topics[0], stamps[0], list(phys), list(uniq_keys))
 
 
-def build_uniq_columns(service: Any, topic: str, store_timestamp: int | list[int], phys: list[int],
+def build_uniq_columns(service: Any, topic: str, store_timestamp: int, phys: list[int],
                        uniq_keys: list[str | None]) -> bool:
     """`_build_uniq_only` of columns (`IndexService.build_index_columns` of a batch without KEYS):
-    records of `topic` with one store time (or a list of each record's) with these CommitLog
-    offsets and UNIQ_KEYs, written when every key has one, the last file has room for them all,
-    already holds its first key and has indexed none of them, and the offsets grow; False
-    (nothing done) else."""
+    records of `topic` and one store time with these CommitLog offsets and UNIQ_KEYs, written
+    when every key has one, the last file has room for them all, already holds its first key
+    and has indexed none of them, and the offsets grow; False (nothing done) else."""
     n = len(phys)
     f = service.files[-1] if service.files else None
     if (f is None or not n or f.index_count <= 1 or f.index_count + n > f.index_num or phys[0] < f.end_phy_offset
             or not all(uniq_keys) or (n > 1 and sorted(phys) != phys)):
         return False
     hashes = index_key_hashes(uniq_keys, topic + "#")  # type: ignore[arg-type]
-    begin = f.begin_timestamp
-    if type(store_timestamp) is int:
-        diff: int | list[int] = _time_diff(begin, store_timestamp)
-        last = store_timestamp
-    else:  # as build_batch: each record's timeDiff from the file's first key (the file holds it already)
-        diff = [_time_diff(begin, ts) for ts in store_timestamp]  # type: ignore[union-attr]
-        last = store_timestamp[-1]  # type: ignore[index]
-    if not _put_distinct(f, hashes, _slot_positions(hashes, f.hash_slot_num), phys, diff):
+    if not _put_distinct(f, hashes, _slot_positions(hashes, f.hash_slot_num), phys,
+                         _time_diff(f.begin_timestamp, store_timestamp)):
         return False
     f.end_phy_offset = phys[-1]
-    f.end_timestamp = last
+    f.end_timestamp = store_timestamp
     f._write_header()
     return True
 

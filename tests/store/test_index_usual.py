@@ -49,8 +49,7 @@ def test_usual_batches_write_what_one_record_at_a_time_writes(tmp_path_factory, 
 def test_single_sends_gathered_write_what_one_record_at_a_time_writes(tmp_path_factory, runs, slots, entries):
     """serve's deferred index hands `build_index_batch` the single sends of a few milliseconds:
     one topic, a UNIQ_KEY each and no KEYS, each with a store time of its own (in steps that
-    cross whole seconds, so the entries' timeDiffs differ); few slots and entries take the
-    per-record path (chains, a file filling up), many the columns."""
+    cross whole seconds, so the entries' timeDiffs differ), chains and files filling up included."""
     one_dir, gathered_dir = tmp_path_factory.mktemp("one"), tmp_path_factory.mktemp("gathered")
     one, gathered = IndexService(one_dir, slots, entries), IndexService(gathered_dir, slots, entries)
     phy, ts = 0, 1_700_000_000_000
@@ -67,26 +66,3 @@ def test_single_sends_gathered_write_what_one_record_at_a_time_writes(tmp_path_f
     gathered.close()
     assert _files(one_dir) == _files(gathered_dir)
 
-
-def test_single_sends_gathered_take_the_columns_with_each_ones_time(tmp_path_factory, monkeypatch):
-    """The usual drain of single sends (the file holds its first key, every key in a slot of its
-    own) goes through the columns, each entry with its own record's timeDiff, as one at a time."""
-    from rmqtool.store import indexbatch
-
-    calls = []
-    real = indexbatch._put_distinct
-    monkeypatch.setattr(indexbatch, "_put_distinct", lambda *a: (calls.append(a[4]), real(*a))[1])
-    one_dir, gathered_dir = tmp_path_factory.mktemp("one"), tmp_path_factory.mktemp("gathered")
-    one, gathered = IndexService(one_dir, 4096, 400), IndexService(gathered_dir, 4096, 400)
-    ts = 1_700_000_000_000
-    first = ("T", 0, ts, "7F00000100002A9F00002A9F0000FFFF", None)
-    records = [("T", 100 * i, ts + 700 * i, f"7F00000100002A9F00002A9F0000{i:04X}", None) for i in range(1, 21)]
-    for service in (one, gathered):
-        service.build_index(*first, ts)
-    for topic, p, t, u, k in records:
-        one.build_index(topic, p, t, u, k, t)
-    gathered.build_index_batch(records)
-    one.close()
-    gathered.close()
-    assert calls == [[(700 * i) // 1000 for i in range(1, 21)]]
-    assert _files(one_dir) == _files(gathered_dir)
