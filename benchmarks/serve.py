@@ -68,6 +68,7 @@ from serve_java import CLIENT_WARMUP, JAVA_CLIENT, build_java_client, java_consu
 from serve_targets import NATS_INSTALL, ROOT, Target, start_apache, start_nats, start_rmqtool  # noqa: E402
 from serve_wire import consume, nats_setup, produce, rmq_create_topic, rmq_route_ready  # noqa: E402
 
+SERVES = ["rmqtool", "rmqtool-index"]  # serve as configured by default, and with the index process
 PRODUCE = produce  # the load generator: these, or java_produce / java_consume
 CONSUME = consume
 
@@ -290,8 +291,6 @@ def main() -> None:
             print_ratios(own, ref, all_results, rounds, args.rounds)
 
 
-SERVES = ["rmqtool", "rmqtool-index"]  # serve as configured by default, and with the index process
-
 
 def print_ratios(own: str, ref: str, all_results: dict[str, list[Result]], rounds: dict[str, list[list[Result]]],
                  n_rounds: int) -> None:
@@ -321,6 +320,7 @@ def print_ratios(own: str, ref: str, all_results: dict[str, list[Result]], round
               + (f"  ({statistics.geometric_mean(cpu_ratios):.2f})" if cpu_ratios else "")
               + (f"  rounds {statistics.geometric_mean(pair_medians):.2f}"
                  if pair_medians and len(pair_medians) == len(ratios) else ""))
+
 
 if __name__ == "__main__":
     main()
