@@ -57,6 +57,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -127,7 +128,7 @@ def bench_target(t: Target, producers: list[int], args: argparse.Namespace) -> l
 def start_target(name: str, args: argparse.Namespace) -> Target | None:
     """Start `name` on a fresh store; None (said on stdout) when it is not on this machine."""
     if name in ("rmqtool", "rmqtool-index", "ceiling"):
-        return start_rmqtool(args.flush, name)
+        return start_rmqtool(args.flush, name, args.python)
     if name == "apache":
         t = start_apache(args.apache_java_dir)
         if t is None:
@@ -245,6 +246,9 @@ def main() -> None:
     ap.add_argument("--targets", default="rmqtool,apache,nats")
     ap.add_argument("--client-procs", type=int, default=max(2, min(4, os.cpu_count() or 2)))
     ap.add_argument("--flush", default="async", choices=["async", "sync"], help="rmqtool serve's --flush")
+    ap.add_argument("--python", default=sys.executable,
+                    help="the interpreter that runs serve (default: this one); it needs rmqtool's dependencies. "
+                         "An interpreter built without PGO and LTO (pyenv's default) runs serve's loop slower")
     ap.add_argument("--client", default="java", choices=["java", "python"],
                     help="load generator: Apache's RocketMQ Java client and jnats (built with Maven from "
                          "benchmarks/java), or the raw-protocol Python generator (serve_wire.py)")
@@ -263,6 +267,10 @@ def main() -> None:
     wanted = args.targets.split(",")
     print(f"# {os.cpu_count()} cores shared by server and {args.client_procs} {args.client} client processes; "
           f"{MSG_SIZE} B messages, batches of {BATCH}, {QUEUES} queues, {args.duration:g} s per case", flush=True)
+    if any(n in SERVES or n == "ceiling" for n in wanted):
+        version = subprocess.run([args.python, "-c", "import platform; print(platform.python_version())"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        print(f"# serve run by {args.python} (Python {version})", flush=True)
     run = run_sequential if args.sequential else run_interleaved
     rounds = run(wanted, args, producers)
     # per case, the round with the median throughput: one slow or fast round on a shared machine
