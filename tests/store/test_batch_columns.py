@@ -66,6 +66,10 @@ CASES = {
     "java": (lambda s, i: _java(s, i), True),
     "keys": (lambda s, i: f"KEYS\x01k{i % 10}\x02UNIQ_KEY\x01{_uniq(s, i)}\x02WAIT\x01true\x02", True),
     "batch's uniq only": (lambda s, i: "WAIT\x01true\x02TAGS\x01bench\x02", True),
+    # uniform in each batch; from batch to batch the same key shape and text length, but the
+    # values' lengths (so where they start) alternate
+    "values moving between batches": (lambda s, i: f"UNIQ_KEY\x01{_uniq(s, i)}\x02WAIT\x01"
+                                      + ("true\x02TAGS\x01bench\x02" if s % 2 else "tru\x02TAGS\x01bench!\x02"), True),
     "two shapes": (lambda s, i: _java(s, i) if i % 2 else f"UNIQ_KEY\x01{_uniq(s, i)}\x02KEYS\x01x{i % 10}\x02", False),
     "one without uniq": (lambda s, i: _java(s, i) if i != 5 else "WAIT\x01true\x02TAGS\x01bench\x02", False),
     "tags on some": (lambda s, i: _java(s, i) if i % 3 else f"UNIQ_KEY\x01{_uniq(s, i)}\x02WAIT\x01true\x02", False),
