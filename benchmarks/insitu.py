@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import re
 import shutil
 import subprocess
@@ -34,22 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # the serve_* modules 
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))
 
 from serve_java import CLIENT_WARMUP, JAVA_CLIENT, build_java_client, java_consume, java_produce  # noqa: E402
-from serve_targets import ROOT, Target, _wait_line  # noqa: E402
+from serve_targets import Target, start_rmqtool  # noqa: E402
 from serve_wire import rmq_create_topic, rmq_route_ready  # noqa: E402
 
 _TOTAL = re.compile(rb"^(?:summary|totals): (\d+)", re.M)
-
-
-def start_under_callgrind(python: str, work: Path) -> Target:
-    """`rmqtool serve` (async flush, the index on the loop as serve.py's `rmqtool` target) under callgrind."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               RMQTOOL_INDEX_PROCESS="0")
-    proc = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={work / 'callgrind.out'}",
-                             python, "-m", "rmqtool", "serve", "--store", str(work / "store"),
-                             "--namesrv-port", "0", "--broker-port", "0", "--flush", "async"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    m = _wait_line(proc.stderr, re.compile(r"name server ([\d.]+:\d+), broker \S+ ([\d.]+:\d+)"), 900, proc)
-    return Target("rmqtool", "rocketmq", m.group(2), proc, work, namesrv=m.group(1), loop_thread=True)
 
 
 def counted(t: Target, work: Path, run) -> tuple[int, int]:
@@ -82,8 +69,11 @@ def main() -> None:
         raise SystemExit("the Java load generator needs java and mvn")
     JAVA_CLIENT[:] = cmd
     CLIENT_WARMUP[0] = 0.0
-    work = Path(tempfile.mkdtemp(prefix="insitu-"))
-    t = start_under_callgrind(args.python, work)
+    work = Path(tempfile.mkdtemp(prefix="insitu-"))  # callgrind's dumps
+    # serve as serve.py's `rmqtool` target starts it (async flush, the index on the loop), under
+    # callgrind: about 50x slower, so it gets 15 minutes to start
+    t = start_rmqtool("async", "rmqtool", args.python,
+                      ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work / 'callgrind.out'}"], 900.0)
     try:
         topic = "BenchInsitu"
         asyncio.run(rmq_create_topic(t.broker, topic))

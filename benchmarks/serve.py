@@ -268,8 +268,12 @@ def main() -> None:
     print(f"# {os.cpu_count()} cores shared by server and {args.client_procs} {args.client} client processes; "
           f"{MSG_SIZE} B messages, batches of {BATCH}, {QUEUES} queues, {args.duration:g} s per case", flush=True)
     if any(n in SERVES or n == "ceiling" for n in wanted):
-        version = subprocess.run([args.python, "-c", "import platform; print(platform.python_version())"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+        try:
+            version = subprocess.run([args.python, "-c", "import rmqtool, platform; print(platform.python_version())"],
+                                     capture_output=True, text=True, check=True, env=dict(
+                                         os.environ, PYTHONPATH=str(ROOT))).stdout.strip()
+        except (OSError, subprocess.CalledProcessError) as e:
+            raise SystemExit(f"--python {args.python}: cannot run rmqtool with it ({e})") from None
         print(f"# serve run by {args.python} (Python {version})", flush=True)
     run = run_sequential if args.sequential else run_interleaved
     rounds = run(wanted, args, producers)
@@ -297,7 +301,6 @@ def main() -> None:
         refs = [n for n in SERVES[1:] if own == SERVES[0] and n in all_results]
         for ref in refs + [n for n in all_results if n not in SERVES and n != "ceiling"]:
             print_ratios(own, ref, all_results, rounds, args.rounds)
-
 
 
 def print_ratios(own: str, ref: str, all_results: dict[str, list[Result]], rounds: dict[str, list[list[Result]]],

@@ -65,4 +65,3 @@ def test_single_sends_gathered_write_what_one_record_at_a_time_writes(tmp_path_f
     one.close()
     gathered.close()
     assert _files(one_dir) == _files(gathered_dir)
-
