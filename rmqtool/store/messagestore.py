@@ -85,6 +85,7 @@ class MessageStore(PutPath):
         self.checkpoint: StoreCheckpoint | None = None
         self.flush_service: FlushService | None = None
         self.last_exit_ok = True
+        self.page_cache_intact = False  # after a crash, set by `_open`: did only the writing process die?
         self.closed = False
         self._lock = StoreLock(root)
         self._pending: collections.deque[DispatchRequest] = collections.deque()
@@ -124,12 +125,15 @@ class MessageStore(PutPath):
             self._lock.acquire()
         try:
             self.last_exit_ok = not abort_path(self.root).exists()
+            # asked once: the index's load and the recovery's starting point must both take the
+            # same answer (a clock stepped between two readings of the boot time could split them)
+            self.page_cache_intact = self._page_cache_intact()
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=self.read_only)
             self.commitlog.load()
             self.cqs.load()
             if self.index is not None:
                 self.index.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp,
-                                page_cache_intact=self._page_cache_intact())
+                                page_cache_intact=self.page_cache_intact)
             self._recover()
             if not self.read_only:
                 create_abort(self.root)
@@ -213,7 +217,7 @@ class MessageStore(PutPath):
         """After a process crash: the last index file's endPhyOffset (every key up to that record
         is in), None when the index was not kept (`IndexService.load`) or its last file is empty."""
         index = self.index
-        if index is None or not index.files or not self._page_cache_intact():
+        if index is None or not index.files or not self.page_cache_intact:
             return None
         last = index.files[-1]
         return last.end_phy_offset if last.index_count > 1 else None

@@ -86,7 +86,10 @@ def test_no_config_write_touches_the_disk_on_the_event_loop(tmp_path, monkeypatc
         assert all(f.result(60).code == 0 for f in futures)
         on_loop = [c for c in calls if c[1] == loop_ident]
         assert not on_loop, f"{len(on_loop)} fsync/rename calls on the event loop"
-        assert 0 < serial and len(calls) - serial < 100, (serial, len(calls))  # batched: not a write per group
+        # batched: a write per group would be 300 x 2 files x 3 calls (fsync, rename, fsync of the
+        # directory) = 1800; how many groups share a write depends on how fast this machine's loop
+        # reads them against its fsyncs (about 17 to a write on a loaded CI machine): at least six
+        assert 0 < serial and len(calls) - serial < 300, (serial, len(calls))
     finally:
         w.close()
         serve.close()

@@ -33,6 +33,16 @@ def ha_addr(p: ServeProcess) -> str:
     raise AssertionError(p.stderr)
 
 
+def wait_stderr(p: ServeProcess, text: str, timeout: float = 10) -> bool:
+    """The replication line is printed just after the ready line `ServeProcess` waits for."""
+    deadline = time.time() + timeout
+    while text not in p.stderr:
+        if time.time() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def send(w: Wire, topic: str, i: int, **kv: str) -> tuple[int, str]:
     r = w.request(310, send_ext(topic, i % 4, props(KEYS=f"k{i}", TAGS="t" + str(i % 3), **kv)), f"body-{i}".encode() * 20)
     return r.code, (r.ext_fields or {}).get("msgId", "")
@@ -52,7 +62,7 @@ def test_sync_master_and_slave_serve(tmp_path):
         code, _ = send(w, "HaTopic", 0)
         assert code == 12  # FLUSH_SLAVE_TIMEOUT: no slave yet (5.x classic mode never answers SLAVE_NOT_AVAILABLE)
         slave = ServeProcess(tmp_path / "slave", SMALL + f"brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress={addr}\n")
-        assert "following HA master " + addr in slave.stderr
+        assert wait_stderr(slave, "following HA master " + addr), slave.stderr
         t0 = time.time()
         while send(w, "HaTopic", 1)[0] != 0:  # the slave connects (its first report) within seconds
             assert time.time() - t0 < 20

@@ -30,6 +30,7 @@ from rmqtool.remoting.command import RemotingCommand
 from .harness import java_cmd, require_java
 
 CMD_TIMEOUT = 60.0  # s, one mqadmin command (its own RPC timeouts are 3-5 s)
+FIRST_CMD_TIMEOUT = 150.0  # s, the first, which also waits for the JVM to start and load its classes
 T = TypeVar("T")
 
 
@@ -46,12 +47,16 @@ class MQAdmin:
         self.proc = subprocess.Popen(java_cmd("MQAdminSession", home=home), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, cwd=home)
         self._timer: threading.Timer | None = None
+        self._ran = False  # the first command gets FIRST_CMD_TIMEOUT
 
     def run(self, *args: str) -> dict:
         """`mqadmin <args> -n <namesrv>`: {"args", "out", "err", "ms"}; the JVM is killed past CMD_TIMEOUT."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
         line = "\t".join([args[0], "-n", self.namesrv, *args[1:]])
-        timer = threading.Timer(CMD_TIMEOUT, self.proc.kill)
+        # a CI machine busy with two brokers' JVMs once took over 60 s for a session's first command
+        limit = CMD_TIMEOUT if self._ran else FIRST_CMD_TIMEOUT
+        self._ran = True
+        timer = threading.Timer(limit, self.proc.kill)
         timer.start()
         try:
             self.proc.stdin.write(line.encode() + b"\n")
@@ -60,7 +65,10 @@ class MQAdmin:
         finally:
             timer.cancel()
         if not reply:
-            raise RuntimeError(f"mqadmin session died during {args!r} (killed after {CMD_TIMEOUT} s?)")
+            self.stderr.flush()
+            tail = Path(self.stderr.name).read_bytes()[-2000:].decode(errors="replace")
+            raise RuntimeError(f"mqadmin session died during {args!r} (killed after {limit:g} s?); "
+                               f"its stderr ends:\n{tail}")
         return json.loads(reply)
 
     def close(self) -> None:

@@ -10,13 +10,17 @@ from __future__ import annotations
 import os
 import random
 import signal
+import struct
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+from rmqtool.layouts.constants import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
+from rmqtool.layouts.index import INDEX_ENTRY
 from rmqtool.layouts.message import Blank, RecordError, decode_record
+from rmqtool.store.index import index_key_hash
 from rmqtool.store.messagestore import MessageStore
 from tests.store.crash_child import TOPIC, crash_config
 
@@ -61,6 +65,33 @@ def tear_tail(root: Path, rng: random.Random) -> None:
         fh.write(torn)
 
 
+def index_report(store: MessageStore, key: str, found: list) -> str:
+    """What a failed look-up needs to be understood from a CI log alone: the record, every
+    index file's header, where the key's entries are and what its slot chain reaches."""
+    uniq = key if key.startswith("ID") else "ID" + key[1:]
+    rec = next((m for m in store.commitlog.iter_records(store.commitlog.min_offset)
+                if m.uniq_key == uniq), None)
+    lines = [f"{key!r} found {found}; record at {rec and rec.commit_log_offset}, stored "
+             f"{rec and rec.store_timestamp}; page cache intact: {store.page_cache_intact}; "
+             f"CommitLog {store.commitlog.min_offset}..{store.commitlog.max_offset}"]
+    h = index_key_hash(f"{TOPIC}#{key}")
+    files = store.index.files
+    lines.append(f"  {len(files)} index files; those holding the key's hash, and the last three:")
+    for k, f in enumerate(files):
+        base, count = f.entries_base, f.index_count
+        at = [i for i in range(1, f.index_num)
+              if INDEX_ENTRY.unpack_from(f.mm, base + i * INDEX_ENTRY_SIZE)[0] == h]
+        if not at and k < len(files) - 3:
+            continue
+        chain, nxt = [], struct.unpack_from(">i", f.mm, INDEX_HEADER_SIZE + (h % f.hash_slot_num) * 4)[0]
+        while 0 < nxt < f.index_num and nxt not in chain and len(chain) < 50:
+            chain.append(nxt)
+            nxt = INDEX_ENTRY.unpack_from(f.mm, base + nxt * INDEX_ENTRY_SIZE)[3]
+        lines.append(f"  {f.path.name}: count {count}, phy {f.begin_phy_offset}..{f.end_phy_offset}, "
+                     f"time {f.begin_timestamp}..{f.end_timestamp}; key's entries at {at}, slot chain {chain}")
+    return "\n".join(lines)
+
+
 def check_store(root: Path, acked: set[int]) -> int:
     cfg = crash_config()
     with MessageStore.open(root, cfg) as store:
@@ -87,9 +118,9 @@ def check_store(root: Path, acked: set[int]) -> int:
         # index: every stored message is found by its UNIQ_KEY and key, exactly once
         sample = random.sample(sorted(ids), min(len(ids), 300))
         for msg_id in sample:
-            found = store.query_message(TOPIC, f"ID{msg_id}", 10, 0, 2**62)
-            assert [m.uniq_key for m in found] == [f"ID{msg_id}"]
-            assert [m.uniq_key for m in store.query_message(TOPIC, f"k{msg_id}", 10, 0, 2**62)] == [f"ID{msg_id}"]
+            for key in (f"ID{msg_id}", f"k{msg_id}"):
+                found = [m.uniq_key for m in store.query_message(TOPIC, key, 10, 0, 2**62)]
+                assert found == [f"ID{msg_id}"], index_report(store, key, found)
         # no torn tail: after the last record there are only zeros, and no later file
         last = cl.mfq.files[-1]
         end = cl.max_offset - last.from_offset

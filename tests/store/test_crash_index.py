@@ -230,3 +230,40 @@ def test_after_a_system_crash_the_scan_starts_where_the_index_must_be_rebuilt(st
     with MessageStore.open(copy, cfg) as store:
         _assert_all_indexed(store, 203)
     assert starts == [files[0]]
+
+
+def test_the_boot_time_is_asked_once_per_recovery(store_dir, tmp_path, monkeypatch):
+    """The index's load and the recovery's starting point take one answer to "did only the
+    process die?". Asked twice, a clock stepped between the readings of the boot time could
+    make load drop the files newer than the checkpoint while the scan trusted the last one
+    left: the record whose keys a dropped file completed lost them (a CI run saw a key lost)."""
+    from tests.store.conftest import Clock, small_config
+
+    cfg = small_config(max_index_num=8, max_hash_slot_num=16)  # 7 keys a file: the 4th record's split
+    clock = Clock()
+    store = MessageStore.open(store_dir, cfg, clock=clock)
+    try:
+        for i in range(5):
+            clock.now += 10_000
+            store.put_message(make_msg(i, KEYS=f"key{i}"))
+        files = store.index.files
+        assert len(files) == 2 and files[0].end_phy_offset == files[1].begin_phy_offset  # split
+        store.flush()  # the checkpoint's index mark: the full file's end
+        copy = tmp_path / "crashed"
+        shutil.copytree(store_dir, copy, ignore=shutil.ignore_patterns("lock"))
+    finally:
+        store.close()
+    answers = iter([False, True])  # a system crash, then a process crash
+    asked = []
+
+    def from_this_boot(root):
+        asked.append(root)
+        return next(answers)
+
+    monkeypatch.setattr(messagestore, "abort_from_this_boot", from_this_boot)
+    with MessageStore.open(copy, cfg) as store:
+        assert len(asked) == 1 and not store.page_cache_intact
+        for i in range(5):
+            assert [m.uniq_key for m in store.query_message("TopicTest", f"key{i}", 10, 0, 2**62)] == [f"UNIQ{i:08d}"]
+            assert [m.uniq_key for m in store.query_message("TopicTest", f"UNIQ{i:08d}", 10, 0, 2**62)] == \
+                [f"UNIQ{i:08d}"]
