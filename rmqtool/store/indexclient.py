@@ -1,10 +1,11 @@
 """The parent's side of the index process (indexproc.py): what the store holds as its `index`.
 
 Stands in for `IndexService` while the child builds the index: the build calls of the put
-path only publish the newest complete record's offset (RocketMQ's put path likewise only
-advances what `ReputMessageService` reads up to), look-ups and expiry are asked of the child,
-and the checkpoint's indexMsgTimestamp is what the child reports for the last full file it
-flushed, so it never claims more than the index holds. When the child is found dead, the
+path hand the keys their appender gathered to the child over the pipe (a batch's as one frame
+of columns, single puts' gathered up to PENDING_MAX) and publish the newest complete record's
+offset; look-ups and expiry are asked of the child, and the checkpoint's indexMsgTimestamp is
+what the child reports for the last full file it flushed, so it never claims more than the
+index holds. When the child is found dead, the
 store falls back to indexing in-process (`_fall_back`), with a log line.
 """
 
