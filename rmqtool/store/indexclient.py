@@ -5,8 +5,8 @@ path hand the keys their appender gathered to the child over the pipe (a batch's
 of columns, single puts' gathered up to PENDING_MAX) and publish the newest complete record's
 offset; look-ups and expiry are asked of the child, and the checkpoint's indexMsgTimestamp is
 what the child reports for the last full file it flushed, so it never claims more than the
-index holds. When the child is found dead, the
-store falls back to indexing in-process (`_fall_back`), with a log line.
+index holds. When the child is found dead, the store falls back to indexing in-process
+(`_fall_back`), with a log line.
 """
 
 from __future__ import annotations

@@ -125,9 +125,11 @@ class MessageStore(PutPath):
             self._lock.acquire()
         try:
             self.last_exit_ok = not abort_path(self.root).exists()
-            # asked once: the index's load and the recovery's starting point must both take the
-            # same answer (a clock stepped between two readings of the boot time could split them)
-            self.page_cache_intact = self._page_cache_intact()
+            # after a crash, did only the writing process die (`abort_from_this_boot`)? Asked once:
+            # the index's load and the recovery's starting point must take the same answer (a
+            # clock stepped between two readings of the boot time could split them)
+            self.page_cache_intact = (not self.last_exit_ok and not self.read_only
+                                      and abort_from_this_boot(self.root))
             self.checkpoint = StoreCheckpoint(self.root / "checkpoint", read_only=self.read_only)
             self.commitlog.load()
             self.cqs.load()
@@ -221,10 +223,6 @@ class MessageStore(PutPath):
             return None
         last = index.files[-1]
         return last.end_phy_offset if last.index_count > 1 else None
-
-    def _page_cache_intact(self) -> bool:
-        """After a crash: did only the writing process die (`abort_from_this_boot`)?"""
-        return not self.last_exit_ok and not self.read_only and abort_from_this_boot(self.root)
 
     def _cq_end_verified(self, max_phy_in_cq: int) -> bool:
         """Does the newest CQ unit point at a real record (magic and size)? Else distrust the CQs."""

@@ -18,6 +18,7 @@ from tests.broker.conftest import TEST_CONF, ServeProcess, Wire, props, send_ext
 from tests.cluster_helpers import hold_ports, is_port_in_use_failure, restartable_broker_port
 from tests.serve_helpers import rmqtool_env
 from tests.store.conftest import commitlog_files
+from tests.wire_helpers import wait_until
 
 HA_LINE = re.compile(r"HA listening on ([\d.]+):(\d+)")
 SMALL = TEST_CONF.replace("mappedFileSizeCommitLog=67108864", "mappedFileSizeCommitLog=1048576")
@@ -31,16 +32,6 @@ def ha_addr(p: ServeProcess) -> str:
             return f"{m.group(1)}:{m.group(2)}"
         time.sleep(0.05)
     raise AssertionError(p.stderr)
-
-
-def wait_stderr(p: ServeProcess, text: str, timeout: float = 10) -> bool:
-    """The replication line is printed just after the ready line `ServeProcess` waits for."""
-    deadline = time.time() + timeout
-    while text not in p.stderr:
-        if time.time() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def send(w: Wire, topic: str, i: int, **kv: str) -> tuple[int, str]:
@@ -62,7 +53,8 @@ def test_sync_master_and_slave_serve(tmp_path):
         code, _ = send(w, "HaTopic", 0)
         assert code == 12  # FLUSH_SLAVE_TIMEOUT: no slave yet (5.x classic mode never answers SLAVE_NOT_AVAILABLE)
         slave = ServeProcess(tmp_path / "slave", SMALL + f"brokerRole=SLAVE\nbrokerId=1\nhaMasterAddress={addr}\n")
-        assert wait_stderr(slave, "following HA master " + addr), slave.stderr
+        # the replication line is printed just after the ready line ServeProcess waits for
+        assert wait_until(lambda: "following HA master " + addr in slave.stderr, 10, 0.05), slave.stderr
         t0 = time.time()
         while send(w, "HaTopic", 1)[0] != 0:  # the slave connects (its first report) within seconds
             assert time.time() - t0 < 20

@@ -83,11 +83,11 @@ def index_report(store: MessageStore, key: str, found: list) -> str:
               if INDEX_ENTRY.unpack_from(f.mm, base + i * INDEX_ENTRY_SIZE)[0] == h]
         if not at and k < len(files) - 3:
             continue
-        chain, nxt = [], struct.unpack_from(">i", f.mm, INDEX_HEADER_SIZE + (h % f.hash_slot_num) * 4)[0]
+        slots = struct.unpack_from(f">{f.hash_slot_num}i", f.mm, INDEX_HEADER_SIZE)
+        chain, nxt = [], slots[h % f.hash_slot_num]
         while 0 < nxt < f.index_num and nxt not in chain and len(chain) < 50:
             chain.append(nxt)
             nxt = INDEX_ENTRY.unpack_from(f.mm, base + nxt * INDEX_ENTRY_SIZE)[3]
-        slots = struct.unpack_from(f">{f.hash_slot_num}i", f.mm, INDEX_HEADER_SIZE)
         past = [i for i in range(count, f.index_num) if any(f.mm[base + i * INDEX_ENTRY_SIZE:
                                                                 base + (i + 1) * INDEX_ENTRY_SIZE])]
         lines.append(f"  {f.path.name}: count {count}, phy {f.begin_phy_offset}..{f.end_phy_offset}, "
