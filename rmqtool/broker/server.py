@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmqtool.broker.busypoll import DEFAULT_BUDGET_US, BusyPoll
 from rmqtool.broker.durable import install_sink
 from rmqtool.broker.nameserver import NameServerProcessor, RouteInfoManager
 from rmqtool.broker.nameserver_admin import namesrv_admin
@@ -51,6 +52,8 @@ class ServeOptions:
     # async (controller, host, port, soft, broker.conf properties) -> (server | None, Host | None, why off | None):
     # rmqtool.proxy.launch.start_grpc, handed in by the CLI (the proxy layer sits above the broker)
     grpc_starter: Any = None
+    # after a request the loop polls this long for the next instead of sleeping (busypoll.py); 0 = off
+    busy_poll_us: int = DEFAULT_BUDGET_US
 
 
 @dataclass
@@ -121,6 +124,7 @@ class Serve:
         self.routes = RouteInfoManager()
         self.ns_processor = NameServerProcessor(self.routes, namesrv_admin(self.routes, self.config.store_path_root_dir))
         self.servers: list[RemotingServer] = []
+        self.busy_poll: BusyPoll | None = None
         self.grpc: Any = None
         self.grpc_off: str | None = None
         self._stop = asyncio.Event()
@@ -132,6 +136,8 @@ class Serve:
         ctl = self.controller
         if ctl is None:
             return cmd.response(ResponseCode.SYSTEM_BUSY, remark="broker is starting")
+        if self.busy_poll is not None:
+            self.busy_poll.touch()
         return ctl.handle(cmd, conn)
 
     def _broker_closed(self, conn: Connection) -> None:
@@ -187,6 +193,8 @@ class Serve:
         if self.opts.host and self.opts.host not in ("0.0.0.0", "::") and "brokerIP1" not in self._conf_keys():
             cfg.broker_ip1 = self.opts.host
         loop = asyncio.get_running_loop()
+        if self.opts.busy_poll_us > 0:
+            self.busy_poll = BusyPoll(loop, self.opts.busy_poll_us / 1e6)
         try:
             self.local = await loop.run_in_executor(None, lambda: LocalBroker.open(cfg.store_path_root_dir, cfg))
             if os.environ.get("RMQTOOL_INDEX_PROCESS") == "1":  # the index in a second process: off by default

@@ -53,6 +53,10 @@ def serve(
         "--grpc-port", metavar="PORT", show_default="8081",
         help="Port of the 5.x gRPC endpoint, as Apache's proxy (0 = any free port, -1 = off); the default "
              "port is dropped with a warning when taken.")] = None,
+    busy_poll: Annotated[int, typer.Option(
+        "--busy-poll", metavar="US",
+        help="After a request, poll this many microseconds for the next before sleeping (0 = off): "
+             "a synchronous client's next request is taken without a wake-up.")] = 500,
 ) -> None:
     """Run a RocketMQ name server and broker until SIGINT/SIGTERM.
 
@@ -70,12 +74,15 @@ def serve(
     if grpc_port is not None and grpc_port < -1:
         print(f"rmqtool serve: --grpc-port must be -1 (off), 0 (any) or a port, not {grpc_port}", file=sys.stderr)
         raise typer.Exit(2)
+    if not 0 <= busy_poll <= 1_000_000:
+        print(f"rmqtool serve: --busy-poll must be 0 (off) to 1000000 microseconds, not {busy_poll}", file=sys.stderr)
+        raise typer.Exit(2)
     mode = "namesrv" if namesrv_only else "broker" if broker_only else "all"
     from rmqtool.proxy.launch import start_grpc
 
     opts = ServeOptions(store, host, namesrv_port, broker_port, flush, config, namesrv_addr, mode,
                         grpc_port=8081 if grpc_port is None else grpc_port, grpc_port_soft=grpc_port is None,
-                        grpc_starter=start_grpc)
+                        grpc_starter=start_grpc, busy_poll_us=busy_poll)
     started: list[Any] = []
 
     def ready(info: Any) -> None:

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,12 +92,12 @@ class InProcessServe:
     thread of its own: for tests that patch what serve calls (os.fsync, the disk usage probe) or
     ask which thread made a call (`thread.ident`). `broker` is its remoting address."""
 
-    def __init__(self, root: Path, conf: str) -> None:
+    def __init__(self, root: Path, conf: str, **options: Any) -> None:
         from rmqtool.broker.server import Serve, ServeOptions
 
         (root / "broker.conf").write_text(conf)
         self.srv = Serve(ServeOptions(store=root / "store", namesrv_port=0, broker_port=0,
-                                      config_file=root / "broker.conf"))
+                                      config_file=root / "broker.conf", **options))
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
