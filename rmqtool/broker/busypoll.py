@@ -3,10 +3,9 @@
 A synchronous producer or a puller sends its next request a few hundred microseconds after
 the answer to its last. A loop that slept in `epoll_wait` meanwhile is woken by the kernel when
 the request lands, and starts on it late and on cold caches, often on the core the client has
-just used. Under `benchmarks/serve.py`'s Java clients on two cores that wake-up cost one
-producer's sends and pulls about a quarter of their rate (2026-12-05: single sends and batches
-from one producer 1.3-1.5x with polling, pulls 1.2-1.4x; from 4 and 16 producers, when the loop
-is rarely idle anyway, within the machine's noise).
+just used. Under `benchmarks/serve.py`'s Java clients on two cores, four interleaved runs on
+2026-12-05 gave one producer's single sends 1.3-1.85x their rate without polling, its batches
+1.2-1.5x, pulls 1.0-1.4x.
 
 So for `budget_s` after the broker last had work, the loop keeps a callback ready
 (`call_soon`), which makes each of its passes poll the sockets without waiting (uvloop and
@@ -14,6 +13,12 @@ asyncio alike) and run this check again. Once the budget has passed with no requ
 callback stops and the loop sleeps as before: an idle broker costs no CPU. The budget counts
 from the first pass after the work, not from the request's start, so a request that took long
 to handle still gets the whole budget to wait for its successor.
+
+It polls only while requests come from at most two connections (in 10 ms): with more, the
+loop is rarely idle, and what it would spin away is the CPU the clients themselves need on a
+machine they share (polling always, two of three runs had 4 and 16 producers at 0.78-0.96 of
+the rate without it). A window with more connections stops the polling at once; the first window
+with few again lets it resume.
 
 Linux's socket busy polling (SO_BUSY_POLL, net.core.busy_poll) does the same in the kernel for
 network devices with NAPI, which loopback is not; Netty's epoll transport has no equivalent and
@@ -26,27 +31,48 @@ import asyncio
 import time
 
 DEFAULT_BUDGET_US = 500  # serve's --busy-poll: longer than a synchronous client's turn, short when idle
+MAX_CONNECTIONS = 2  # polling only while requests come from at most this many connections...
+WINDOW_S = 0.01  # ...in a window of this long
 
 
 class BusyPoll:
-    """Keeps `loop` polling for `budget_s` after the last `touch()` (a request handled)."""
+    """Keeps `loop` polling for `budget_s` after the last `touch()` (a request handled), while
+    requests come from at most `max_connections` connections (within `WINDOW_S`)."""
 
-    __slots__ = ("_loop", "_budget", "_touched", "_idle_since", "_spinning", "passes")
+    __slots__ = ("_loop", "_budget", "_max", "_touched", "_idle_since", "_spinning", "_window_end", "_conns",
+                 "_many", "passes")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, budget_s: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, budget_s: float,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
         self._loop = loop
         self._budget = budget_s
+        self._max = max_connections
         self._touched = False  # a request since the last pass
         self._idle_since = 0.0
         self._spinning = False
+        self._window_end = 0.0
+        self._conns: set[int] = set()  # ids of the connections that sent requests in this window
+        self._many = False  # more than _max of them, in this window or the last
         self.passes = 0  # loop passes spent polling (tests, diagnostics)
 
     @property
     def spinning(self) -> bool:
         return self._spinning
 
-    def touch(self) -> None:
-        """A request arrived: poll from its end for the next one."""
+    def touch(self, conn: object = None) -> None:
+        """A request arrived on `conn`: poll from its end for the next one, unless many
+        connections are sending (the loop is then rarely idle, and the cores are the clients')."""
+        now = time.monotonic()
+        conns = self._conns
+        if now >= self._window_end:
+            self._many = len(conns) > self._max
+            conns.clear()
+            self._window_end = now + WINDOW_S
+        conns.add(id(conn))
+        if len(conns) > self._max:
+            self._many = True
+        if self._many:
+            return
         self._touched = True
         if not self._spinning:
             self._spinning = True
@@ -54,6 +80,9 @@ class BusyPoll:
 
     def _spin(self) -> None:
         now = time.monotonic()
+        if self._many:
+            self._spinning = False
+            return
         if self._touched:  # the first pass after the work: the idle time starts here
             self._touched = False
             self._idle_since = now

@@ -137,7 +137,7 @@ class Serve:
         if ctl is None:
             return cmd.response(ResponseCode.SYSTEM_BUSY, remark="broker is starting")
         if self.busy_poll is not None:
-            self.busy_poll.touch()
+            self.busy_poll.touch(conn)
         return ctl.handle(cmd, conn)
 
     def _broker_closed(self, conn: Connection) -> None:

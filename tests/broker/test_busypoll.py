@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from rmqtool.broker.busypoll import DEFAULT_BUDGET_US, BusyPoll
+from rmqtool.broker.busypoll import DEFAULT_BUDGET_US, WINDOW_S, BusyPoll
 from tests.broker.conftest import InProcessServe, Wire, props, send_ext
 
 CONF = "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nmappedFileSizeCommitLog=1048576\n"
@@ -63,6 +63,27 @@ def test_each_request_restarts_the_budget():
             assert bp.spinning
         await asyncio.sleep(0.6)
         assert not bp.spinning
+    _run(main())
+
+
+def test_many_connections_stop_the_polling_and_few_resume_it():
+    async def main():
+        loop = asyncio.get_running_loop()
+        bp = BusyPoll(loop, 0.3, max_connections=2)
+        a, b, c = object(), object(), object()
+        bp.touch(a)
+        bp.touch(b)
+        assert bp.spinning
+        bp.touch(c)  # a third connection in the same window
+        await asyncio.sleep(0.02)
+        assert not bp.spinning
+        bp.touch(a)  # the window after one with three: still many
+        assert not bp.spinning
+        await asyncio.sleep(WINDOW_S * 2)
+        bp.touch(a)  # that window saw one: polling again
+        assert bp.spinning
+        await asyncio.sleep(0.02)
+        assert bp.spinning
     _run(main())
 
 
