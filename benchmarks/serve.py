@@ -22,6 +22,8 @@ Targets:
   rmqtool-index  (not by default) `rmqtool serve` with its index built by a second process
            (RMQTOOL_INDEX_PROCESS=1; `rmqtool` itself runs with it set to 0), printed against
            `rmqtool` and the references.
+  rmqtool-nopoll  (not by default) `rmqtool serve --busy-poll 0`: serve's loop sleeping as soon as it
+           is idle (before 2026-12-05 it always did), printed against `rmqtool` and the references.
   ceiling  (not by default) benchmarks/nullsend.py: serve answering every send as stored without
            storing it; its rates are near the most any broker reaches here with the same clients
            sharing the cores (no consume case); printed as ceiling / broker per case.
@@ -69,7 +71,7 @@ from serve_java import CLIENT_WARMUP, JAVA_CLIENT, build_java_client, java_consu
 from serve_targets import NATS_INSTALL, ROOT, Target, start_apache, start_nats, start_rmqtool  # noqa: E402
 from serve_wire import consume, nats_setup, produce, rmq_create_topic, rmq_route_ready  # noqa: E402
 
-SERVES = ["rmqtool", "rmqtool-index"]  # serve as configured by default, and with the index process
+SERVES = ["rmqtool", "rmqtool-index", "rmqtool-nopoll"]  # serve as by default, with the index process, without busy polling
 PRODUCE = produce  # the load generator: these, or java_produce / java_consume
 CONSUME = consume
 
@@ -127,7 +129,7 @@ def bench_target(t: Target, producers: list[int], args: argparse.Namespace) -> l
 
 def start_target(name: str, args: argparse.Namespace) -> Target | None:
     """Start `name` on a fresh store; None (said on stdout) when it is not on this machine."""
-    if name in ("rmqtool", "rmqtool-index", "ceiling"):
+    if name in ("rmqtool", "rmqtool-index", "rmqtool-nopoll", "ceiling"):
         return start_rmqtool(args.flush, name, args.python)
     if name == "apache":
         t = start_apache(args.apache_java_dir)

@@ -84,15 +84,17 @@ def start_rmqtool(flush: str, name: str = "rmqtool", python: str = sys.executabl
                   ready_timeout: float = 60.0) -> Target:
     """`rmqtool serve` run by the interpreter `python` (under `wrapper`, benchmarks/insitu.py's
     callgrind, when given); for the `rmqtool-index` target the same with its index built by a
-    second process (`RMQTOOL_INDEX_PROCESS=1`), for `ceiling` benchmarks/nullsend.py's serve that
-    answers sends without storing them."""
+    second process (`RMQTOOL_INDEX_PROCESS=1`), for `rmqtool-nopoll` the same without busy polling
+    (`--busy-poll 0`), for `ceiling` benchmarks/nullsend.py's serve that answers sends without
+    storing them."""
     work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    if name in ("rmqtool", "rmqtool-index"):
+    if name in ("rmqtool", "rmqtool-index", "rmqtool-nopoll"):
         env["RMQTOOL_INDEX_PROCESS"] = "1" if name == "rmqtool-index" else "0"
     entry = ["-m", "rmqtool"] if name != "ceiling" else [str(ROOT / "benchmarks" / "nullsend.py")]
+    extra = ["--busy-poll", "0"] if name == "rmqtool-nopoll" else []
     proc = subprocess.Popen([*(wrapper or []), python, *entry, "serve", "--store", str(work / "store"),
-                             "--namesrv-port", "0", "--broker-port", "0", "--flush", flush],
+                             "--namesrv-port", "0", "--broker-port", "0", "--flush", flush, *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     m = _wait_line(proc.stderr, re.compile(r"name server ([\d.]+:\d+), broker \S+ ([\d.]+:\d+)"), ready_timeout, proc)
     return Target(name, "rocketmq", m.group(2), proc, work, namesrv=m.group(1), loop_thread=True)
