@@ -20,6 +20,13 @@ machine they share (polling always, two of three runs had 4 and 16 producers at 
 the rate without it). A window with more connections stops the polling at once; the first window
 with few again lets it resume.
 
+Polling also pauses when it is in vain: a client whose turn is longer than the budget (a test,
+a script between its requests) would only lose the budget's CPU after each request. Each request
+that arrives while the loop polls scores one, each budget polled to its end costs two (at most
+eight banked); when the score would fall below zero polling pauses for 100 ms, after which the
+next request gets one budget to try again. So polling goes on while at least two idle spells in
+three end with a request, and a slow client costs one budget per 100 ms.
+
 Linux's socket busy polling (SO_BUSY_POLL, net.core.busy_poll) does the same in the kernel for
 network devices with NAPI, which loopback is not; Netty's epoll transport has no equivalent and
 Apache's broker keeps a thread per stage instead, which this one-thread loop cannot.
@@ -33,14 +40,17 @@ import time
 DEFAULT_BUDGET_US = 500  # serve's --busy-poll: longer than a synchronous client's turn, short when idle
 MAX_CONNECTIONS = 2  # polling only while requests come from at most this many connections...
 WINDOW_S = 0.01  # ...in a window of this long
+SCORE_MAX = 8  # a caught request scores 1, a vain budget costs 2: polling goes on while 2 in 3 catch one
+PAUSE_S = 0.1  # after budgets polled in vain, no polling for this long (then one budget to try again)
 
 
 class BusyPoll:
     """Keeps `loop` polling for `budget_s` after the last `touch()` (a request handled), while
-    requests come from at most `max_connections` connections (within `WINDOW_S`)."""
+    requests come from at most `max_connections` connections (within `WINDOW_S`) and polling
+    has been catching them."""
 
     __slots__ = ("_loop", "_budget", "_max", "_touched", "_idle_since", "_spinning", "_window_end", "_conns",
-                 "_many", "passes")
+                 "_many", "_score", "_off_until", "passes", "hits", "misses")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, budget_s: float,
                  max_connections: int = MAX_CONNECTIONS) -> None:
@@ -53,7 +63,11 @@ class BusyPoll:
         self._window_end = 0.0
         self._conns: set[int] = set()  # ids of the connections that sent requests in this window
         self._many = False  # more than _max of them, in this window or the last
+        self._score = 0  # a request caught while polling: +1; a budget polled in vain: -2
+        self._off_until = 0.0  # polling paused (a vain budget with the score at 0) until then
         self.passes = 0  # loop passes spent polling (tests, diagnostics)
+        self.hits = 0  # requests that came while polling
+        self.misses = 0  # budgets polled in vain
 
     @property
     def spinning(self) -> bool:
@@ -61,7 +75,8 @@ class BusyPoll:
 
     def touch(self, conn: object = None) -> None:
         """A request arrived on `conn`: poll from its end for the next one, unless many
-        connections are sending (the loop is then rarely idle, and the cores are the clients')."""
+        connections are sending (the loop is then rarely idle, and the cores are the clients')
+        or polling has lately been in vain (a client slower than the budget)."""
         now = time.monotonic()
         conns = self._conns
         if now >= self._window_end:
@@ -73,10 +88,18 @@ class BusyPoll:
             self._many = True
         if self._many:
             return
+        if self._spinning:
+            if not self._touched:  # the loop was polling for it
+                self.hits += 1
+                if self._score < SCORE_MAX:
+                    self._score += 1
+            self._touched = True
+            return
+        if now < self._off_until:
+            return
         self._touched = True
-        if not self._spinning:
-            self._spinning = True
-            self._loop.call_soon(self._spin)
+        self._spinning = True
+        self._loop.call_soon(self._spin)
 
     def _spin(self) -> None:
         now = time.monotonic()
@@ -88,6 +111,11 @@ class BusyPoll:
             self._idle_since = now
         elif now - self._idle_since >= self._budget:
             self._spinning = False
+            self.misses += 1
+            self._score -= 2
+            if self._score < 0:
+                self._score = 0
+                self._off_until = now + PAUSE_S
             return
         self.passes += 1
         self._loop.call_soon(self._spin)

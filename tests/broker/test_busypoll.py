@@ -87,6 +87,40 @@ def test_many_connections_stop_the_polling_and_few_resume_it():
     _run(main())
 
 
+def test_polling_in_vain_pauses_it_and_a_fast_client_keeps_it(monkeypatch):
+    from rmqtool.broker import busypoll
+
+    monkeypatch.setattr(busypoll, "PAUSE_S", 1.0)
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        slow = BusyPoll(loop, 0.05)
+        slow.touch()
+        await asyncio.sleep(0.2)  # a client slower than the budget
+        assert not slow.spinning and slow.misses == 1
+        slow.touch()  # within the pause: no polling
+        assert not slow.spinning
+        await asyncio.sleep(0.01)
+        assert not slow.spinning
+        fast = BusyPoll(loop, 0.2)
+        fast.touch()
+        for _ in range(4):  # requests that come while it polls bank their score
+            await asyncio.sleep(0.02)
+            fast.touch()
+        assert fast.hits == 4
+        await asyncio.sleep(0.4)  # one budget in vain: 4 - 2 still banked
+        assert not fast.spinning and fast.misses == 1
+        fast.touch()
+        assert fast.spinning  # not paused
+        await asyncio.sleep(0.4)
+        fast.touch()  # the second in vain left 0: still not below
+        assert fast.spinning
+        await asyncio.sleep(0.4)
+        fast.touch()  # the third would go below zero: paused
+        assert not fast.spinning and fast.misses == 3
+    _run(main())
+
+
 def test_serve_polls_after_requests_and_the_option_turns_it_off(tmp_path):
     (tmp_path / "on").mkdir()
     (tmp_path / "off").mkdir()
