@@ -3,9 +3,9 @@
 A synchronous producer or a puller sends its next request a few hundred microseconds after
 the answer to its last. A loop that slept in `epoll_wait` meanwhile is woken by the kernel when
 the request lands, and starts on it late and on cold caches, often on the core the client has
-just used. Under `benchmarks/serve.py`'s Java clients on two cores, four interleaved runs on
-2026-12-05 gave one producer's single sends 1.3-1.85x their rate without polling, its batches
-1.2-1.5x, pulls 1.0-1.4x.
+just used. Under `benchmarks/serve.py`'s Java clients on two cores, five interleaved runs on
+2026-12-05 gave one producer's single sends 1.16-1.85x their rate without polling, its batches
+1.19-1.52x, pulls 1.01-1.39x.
 
 So for `budget_s` after the broker last had work, the loop keeps a callback ready
 (`call_soon`), which makes each of its passes poll the sockets without waiting (uvloop and
@@ -16,8 +16,8 @@ to handle still gets the whole budget to wait for its successor.
 
 It polls only while requests come from at most two connections (in 10 ms): with more, the
 loop is rarely idle, and what it would spin away is the CPU the clients themselves need on a
-machine they share (polling always, two of three runs had 4 and 16 producers at 0.78-0.96 of
-the rate without it). A window with more connections stops the polling at once; the first window
+machine they share (polling always, three runs gave 4 and 16 producers 0.83-1.19 of the rate
+without it, below 1.0 in eight of their twelve cases). A window with more connections stops the polling at once; the first window
 with few again lets it resume.
 
 Polling also pauses when it is in vain: a client whose turn is longer than the budget (a test,
@@ -64,7 +64,7 @@ class BusyPoll:
         self._conns: set[int] = set()  # ids of the connections that sent requests in this window
         self._many = False  # more than _max of them, in this window or the last
         self._score = 0  # a request caught while polling: +1; a budget polled in vain: -2
-        self._off_until = 0.0  # polling paused (a vain budget with the score at 0) until then
+        self._off_until = 0.0  # polling paused until then (a vain budget took the score below 0)
         self.passes = 0  # loop passes spent polling (tests, diagnostics)
         self.hits = 0  # requests that came while polling
         self.misses = 0  # budgets polled in vain
