@@ -17,8 +17,8 @@ to handle still gets the whole budget to wait for its successor.
 It polls only while requests come from at most two connections (in 10 ms): with more, the
 loop is rarely idle, and what it would spin away is the CPU the clients themselves need on a
 machine they share (polling always, three runs gave 4 and 16 producers 0.83-1.19 of the rate
-without it, below 1.0 in eight of their twelve cases). A window with more connections stops the polling at once; the first window
-with few again lets it resume.
+without it, below 1.0 in eight of their twelve cases). A window with more connections stops the
+polling at once; the first window with few again lets it resume.
 
 Polling also pauses when it is in vain: a client whose turn is longer than the budget (a test,
 a script between its requests) would only lose the budget's CPU after each request. Each request
@@ -28,14 +28,17 @@ next request gets one budget to try again. So polling goes on while at least two
 three end with a request, and a slow client costs one budget per 100 ms.
 
 Linux's socket busy polling (SO_BUSY_POLL, net.core.busy_poll) does the same in the kernel for
-network devices with NAPI, which loopback is not; Netty's epoll transport has no equivalent and
-Apache's broker keeps a thread per stage instead, which this one-thread loop cannot.
+network devices with NAPI, which loopback is not. Apache's broker waits in epoll_wait too, but
+with a thread per stage its next request rarely finds every thread asleep; this loop is one.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the CLI reads DEFAULT_BUDGET_US for its help without loading asyncio
+    import asyncio
 
 DEFAULT_BUDGET_US = 500  # serve's --busy-poll: longer than a synchronous client's turn, short when idle
 MAX_CONNECTIONS = 2  # polling only while requests come from at most this many connections...

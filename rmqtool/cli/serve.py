@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from rmqtool.broker.busypoll import DEFAULT_BUDGET_US
 from rmqtool.cli import common
 
 
@@ -56,7 +57,7 @@ def serve(
     busy_poll: Annotated[int, typer.Option(
         "--busy-poll", metavar="US",
         help="After a request, poll this many microseconds for the next before sleeping (0 = off): "
-             "a synchronous client's next request is taken without a wake-up.")] = 500,
+             "a synchronous client's next request is taken without a wake-up.")] = DEFAULT_BUDGET_US,
 ) -> None:
     """Run a RocketMQ name server and broker until SIGINT/SIGTERM.
 

@@ -147,10 +147,3 @@ def test_serve_polls_after_requests_and_the_option_turns_it_off(tmp_path):
         w.close()
         serve.close()
 
-
-def test_the_cli_default_is_the_modules():
-    import inspect
-
-    from rmqtool.cli.serve import serve
-
-    assert inspect.signature(serve).parameters["busy_poll"].default == DEFAULT_BUDGET_US
