@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +12,7 @@ from rmqtool.layouts.checkpoint import STORE_CHECKPOINT, TIMER_CHECKPOINT, Store
 from rmqtool.layouts.commitlog import CommitLogRecord, record_size
 from rmqtool.layouts.consumequeue import CQ_UNIT, CqUnit
 from rmqtool.layouts.index import INDEX_ENTRY, INDEX_HEADER, IndexEntry, IndexHeader
-from rmqtool.layouts.javahash import java_string_hash, java_string_hashes
+from rmqtool.layouts.javahash import _common_length, java_string_hash, java_string_hashes
 from rmqtool.layouts.message import MessageExt, decode_record, encode_record
 from rmqtool.layouts.net import Host
 from rmqtool.layouts.properties import decode_properties, encode_properties
@@ -147,6 +148,14 @@ def test_batch_java_hashes_of_keys_sharing_a_head(head, tails, prefix):
     texts = [head + t for t in tails]
     assert java_string_hashes(texts, prefix) == [java_string_hash(prefix + t) & 0xFFFFFFFF for t in texts]
     assert java_string_hashes(texts, prefix, signed=True) == [java_string_hash(prefix + t) for t in texts]
+
+
+@given(st.text(max_size=40), st.text(max_size=40), st.text(alphabet="\x00\x01AB\x7f", max_size=8))
+def test_common_length_is_the_shared_prefix(a, b, head):
+    """`_common_length` (an XOR of the two texts as integers where both are ASCII of one length)
+    against `os.path.commonprefix`, for texts of any length and alphabet, sharing a head or not."""
+    for low, high in ((a, b), (head + a, head + b), (head + a, head + a[::-1]), (head + a, head + a)):
+        assert _common_length(low, high) == len(os.path.commonprefix([low, high]))
 
 
 @given(st.dictionaries(prop_text, st.one_of(prop_text, st.none()), max_size=6))
