@@ -7,7 +7,6 @@ byte-identical files.
 
 from __future__ import annotations
 
-import os
 import struct
 from functools import lru_cache
 from operator import mul
@@ -131,15 +130,12 @@ def _hashes(texts: list[str], prefix: str) -> list[int]:
 
 
 def _common_length(low: str, high: str) -> int:
-    """Length of the prefix `low` and `high` share (so do all texts sorting between them); both
-    ASCII of one length here: the highest bit of their XOR as integers gives it in a few C calls
-    (7,400 instructions for two of a batch's UNIQ_KEYs, against 14,000 for a binary search over
-    slices)."""
-    n = len(low)
-    if n != len(high) or not (low.isascii() and high.isascii()):
-        return len(os.path.commonprefix([low, high]))
+    """Length of the prefix `low` and `high` share (so do all texts sorting between them), for two
+    ASCII texts of one length (what `_one_length_hashes` has checked): the highest bit of their XOR
+    as integers gives it in a few C calls (6,700 instructions for two of a batch's UNIQ_KEYs,
+    against 14,000 for a binary search over slices)."""
     diff = int.from_bytes(low.encode("ascii"), "big") ^ int.from_bytes(high.encode("ascii"), "big")
-    return n - ((diff.bit_length() + 7) >> 3)
+    return len(low) - ((diff.bit_length() + 7) >> 3)
 
 
 def _column_hashes(texts: list[str], n: int, base: int, start: int = 0, code: str = "I",

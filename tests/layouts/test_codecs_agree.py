@@ -150,10 +150,13 @@ def test_batch_java_hashes_of_keys_sharing_a_head(head, tails, prefix):
     assert java_string_hashes(texts, prefix, signed=True) == [java_string_hash(prefix + t) for t in texts]
 
 
-@given(st.text(max_size=40), st.text(max_size=40), st.text(alphabet="\x00\x01AB\x7f", max_size=8))
-def test_common_length_is_the_shared_prefix(a, b, head):
-    """`_common_length` (an XOR of the two texts as integers where both are ASCII of one length)
-    against `os.path.commonprefix`, for texts of any length and alphabet, sharing a head or not."""
+@given(st.integers(0, 40).flatmap(lambda n: st.tuples(*[st.text(alphabet=st.characters(max_codepoint=127),
+                                                                   min_size=n, max_size=n)] * 2)),
+       st.text(alphabet="\x00\x01AB\x7f", max_size=8))
+def test_common_length_is_the_shared_prefix(pair, head):
+    """`_common_length` (an XOR of two ASCII texts of one length as integers) against
+    `os.path.commonprefix`, for any such texts, sharing a head or not."""
+    a, b = pair
     for low, high in ((a, b), (head + a, head + b), (head + a, head + a[::-1]), (head + a, head + a)):
         assert _common_length(low, high) == len(os.path.commonprefix([low, high]))
 
